@@ -1,0 +1,68 @@
+"""Where shadowclone keeps things on the host, by the platform's conventions.
+
+`SHADOWCLONE_HOME`, when set, puts the config, the secrets file, the clones folder, the setup
+records and the locks all under that one folder (tests and the demo use it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+import platformdirs
+
+HOME_VARIABLE = "SHADOWCLONE_HOME"
+APP = "shadowclone"
+
+
+@attrs.frozen
+class Paths:
+    """The host paths; the locks live in the clones folder."""
+
+    config_file: Path
+    secrets_file: Path
+    clones_dir: Path
+    setup_dir: Path
+
+    @property
+    def start_lock(self) -> Path:
+        return self.clones_dir / "start.lock"
+
+    @property
+    def serve_lock(self) -> Path:
+        return self.clones_dir / "serve.lock"
+
+    @property
+    def serve_log(self) -> Path:
+        return self.clones_dir / "serve.log"
+
+    @property
+    def active_dir(self) -> Path:
+        """One small file per active clone: admission reads these, not every run folder."""
+        return self.clones_dir / "active"
+
+    def with_overrides(self, clones: str | None, secrets: str | None) -> Paths:
+        return attrs.evolve(
+            self,
+            clones_dir=Path(clones).expanduser() if clones else self.clones_dir,
+            secrets_file=Path(secrets).expanduser() if secrets else self.secrets_file,
+        )
+
+
+def default_paths(environ: Mapping[str, str] | None = None) -> Paths:
+    environ = os.environ if environ is None else environ
+    home = environ.get(HOME_VARIABLE)
+    if home:
+        root = Path(home).expanduser().absolute()
+        return Paths(root / "config.toml", root / "secrets.toml", root / "clones", root / "setup")
+    dirs = platformdirs.PlatformDirs(APP, appauthor=False)
+    config_dir = Path(dirs.user_config_dir)
+    data_dir = Path(dirs.user_data_dir)
+    return Paths(
+        config_dir / "config.toml",
+        config_dir / "secrets.toml",
+        data_dir / "clones",
+        data_dir / "setup",
+    )

@@ -1,0 +1,74 @@
+"""The config schema: frozen attrs classes, structured by one strict cattrs converter."""
+
+from __future__ import annotations
+
+import attrs
+
+from shadowclone import __version__
+
+DEFAULT_IMAGE = f"ghcr.io/shadowclone/clone:{__version__}"
+
+
+@attrs.frozen
+class ProviderConfig:
+    """How one engine reaches its model: which login, and where the API is."""
+
+    login: str
+    base_url: str | None = None
+    model: str | None = None
+
+
+@attrs.frozen
+class GithubConfig:
+    url: str = "https://github.com"
+    api_url: str = "https://api.github.com"
+
+
+@attrs.frozen
+class LimitsConfig:
+    """Bounds for every clone."""
+
+    cpus: float = 2.0
+    memory: str = "4g"
+    stall_timeout_s: float = 20 * 60
+    """A clone whose engine shows nothing for this long is ended as stalled."""
+    ask_timeout_s: float = 30 * 60
+    """An unanswered question takes its recommended option after this long (at most 30 min)."""
+
+
+@attrs.frozen
+class PathsConfig:
+    clones: str | None = None
+    secrets: str | None = None
+
+
+@attrs.frozen
+class PluginsConfig:
+    disabled: list[str] = attrs.field(factory=list)
+    """Plugin or distribution names not to load."""
+
+
+def _default_providers() -> dict[str, ProviderConfig]:
+    return {
+        "claude": ProviderConfig(login="claude-api-key"),
+        "codex": ProviderConfig(login="openai-api-key"),
+    }
+
+
+@attrs.frozen
+class Config:
+    version: int = 1
+    """Raise it when a change needs `shadowclone setup` again: older setups are then refused."""
+    engine: str = "claude"
+    launcher: str = "docker"
+    image: str = DEFAULT_IMAGE
+    parallel_clones: int = 2
+    daily_clones: int = 20
+    providers: dict[str, ProviderConfig] = attrs.field(factory=_default_providers)
+    github: GithubConfig = GithubConfig()
+    limits: LimitsConfig = LimitsConfig()
+    paths: PathsConfig = PathsConfig()
+    plugins: PluginsConfig = PluginsConfig()
+
+    def provider(self, engine: str) -> ProviderConfig | None:
+        return self.providers.get(engine)

@@ -1,0 +1,326 @@
+"""What a plugin hands to shadowclone: registration objects and the protocols they build.
+
+Each collecting hook yields small frozen registration objects. A registration carries a
+checked `name`, a one-line `summary` and, where work is done, a `factory` that imports the heavy
+code only when that name is selected, so that listing plugins stays cheap and one broken
+driver cannot stop the others from loading.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import attrs
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+
+
+def _check_name(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+        raise ValueError(
+            f"{attribute.name} {value!r} is not a plugin name "
+            "(expected lowercase letters, digits and '-', starting with a letter)"
+        )
+
+
+def _check_summary(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value.strip() or "\n" in value:
+        raise ValueError(f"{attribute.name} must be one non-empty line")
+
+
+class Family(enum.StrEnum):
+    """The four kinds of plugin the core knows."""
+
+    ENGINE = "engine"
+    LAUNCHER = "launcher"
+    REVIEW_STAGE = "review stage"
+    SECRET_PROVIDER = "secret provider"
+
+
+# --------------------------------------------------------------------------- engines
+
+
+@attrs.frozen
+class EngineLimits:
+    """Bounds the engine must honour, so no tool call or turn is cut short by the engine's own
+    defaults (the ask tool may wait 30 minutes)."""
+
+    ask_timeout_s: float = 30 * 60
+    max_turns: int | None = None
+
+
+@attrs.frozen
+class EngineTask:
+    """Everything an engine needs to start working on one clone."""
+
+    workspace: Path
+    """The repository checkout the engine works in (its current directory)."""
+    prompt: str
+    """The first user turn."""
+    ask_command: tuple[str, ...]
+    """argv that starts the `shadowclone_ask` MCP server over stdio."""
+    env: Mapping[str, str]
+    """Variables for the engine process: the secrets its login needs, base URLs, proxies."""
+    state_dir: Path
+    """A private folder for the engine's own config and session files (CODEX_HOME...)."""
+    model: str | None = None
+    web_tools: bool = True
+    """False for reviews of code the owner did not write: no web fetch or search tools."""
+    limits: EngineLimits = EngineLimits()
+
+
+@attrs.frozen
+class TextEvent:
+    """Text the model wrote for the owner."""
+
+    text: str
+
+
+@attrs.frozen
+class ToolUseEvent:
+    """The engine ran a tool; `detail` is a one-line summary (a command, a file path)."""
+
+    name: str
+    detail: str = ""
+
+
+@attrs.frozen
+class UsageEvent:
+    """Tokens and cost so far for the turn that just ended, where the engine reports them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
+@attrs.frozen
+class TurnEndedEvent:
+    """The engine finished a turn and waits for input: `send` starts the next one."""
+
+    interrupted: bool = False
+
+
+class Outcome(enum.StrEnum):
+    """How a clone ended; the final progress line carries it."""
+
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    STALLED = "stalled"
+
+
+@attrs.frozen
+class FinishedEvent:
+    """The engine process is gone; always the last event of a session."""
+
+    outcome: Outcome
+    detail: str = ""
+    """For a failure: the last output of the engine process."""
+
+
+EngineEvent = TextEvent | ToolUseEvent | UsageEvent | TurnEndedEvent | FinishedEvent
+
+
+class EngineSession(Protocol):
+    """One running engine process, driven by `superviseEngine`."""
+
+    def events(self) -> AsyncIterator[EngineEvent]:
+        """Normalized events until, and including, one `FinishedEvent`."""
+        ...
+
+    async def send(self, message: str) -> None:
+        """Give the model a message from the owner: interrupts or steers a running turn, or
+        starts the next turn between turns. Never drops the message."""
+        ...
+
+    async def close(self) -> None:
+        """No more input: let the engine finish its work and exit."""
+        ...
+
+    async def stop(self) -> None:
+        """End the engine now, with its whole process tree, within seconds."""
+        ...
+
+
+class Engine(Protocol):
+    """Starts sessions of one engine program."""
+
+    async def launch(self, task: EngineTask) -> EngineSession: ...
+
+
+@attrs.frozen
+class EngineRegistration:
+    """An engine a plugin offers: `claude`, `codex`..."""
+
+    name: str = attrs.field(validator=_check_name)
+    summary: str = attrs.field(validator=_check_summary)
+    factory: Callable[[], Engine]
+    logins: tuple[str, ...] = ()
+    """Names of the secret providers this engine can log in with, in order of preference."""
+
+
+# --------------------------------------------------------------------------- launchers
+
+
+class NetworkMode(enum.StrEnum):
+    """What a clone may reach."""
+
+    OPEN = "open"
+    MODEL_ONLY = "model-only"
+    """Only the model provider's API: reviews of code the owner did not write."""
+
+
+@attrs.frozen
+class LaunchSpec:
+    """One clone to launch: what folders it sees and what it may reach."""
+
+    clone_id: str
+    run_folder: Path
+    """Mounted read-write at the same place the run program expects it."""
+    secrets_file: Path
+    """Mounted read-only; the host never reads it."""
+    image: str
+    network: NetworkMode = NetworkMode.OPEN
+    model_host: str | None = None
+    """With MODEL_ONLY: the host[:port] of the provider's API, the only reachable address."""
+    labels: Mapping[str, str] = attrs.field(factory=dict)
+    cpus: float | None = None
+    memory: str | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    """Non-secret variables for the run program (never a secret: those stay in the file)."""
+
+
+class CloneState(enum.StrEnum):
+    RUNNING = "running"
+    EXITED = "exited"
+    MISSING = "missing"
+
+
+@attrs.frozen
+class CloneStatus:
+    """What a launcher knows of one clone it launched."""
+
+    clone_id: str
+    state: CloneState
+    exit_code: int | None = None
+    output_tail: str = ""
+    """The last lines the clone printed, kept for a clone that failed."""
+
+
+class Launcher(Protocol):
+    """Runs clones somewhere (Docker, a local process) and finds them again by label."""
+
+    def check(self) -> None:
+        """Raise `PluginUnavailable` with what to do if this launcher cannot run clones now."""
+        ...
+
+    def launch(self, spec: LaunchSpec) -> None: ...
+
+    def status(self, clone_id: str) -> CloneStatus: ...
+
+    def stop(self, clone_id: str, grace_s: float = 10.0) -> None:
+        """Ask the clone to end, then force it after `grace_s` seconds."""
+        ...
+
+    def remove(self, clone_id: str) -> None:
+        """Forget a clone once its ending is recorded (no container left behind)."""
+        ...
+
+    def running(self) -> Sequence[CloneStatus]:
+        """Every clone this launcher is running or has not yet removed, found by label."""
+        ...
+
+
+@attrs.frozen
+class LauncherRegistration:
+    """A launcher a plugin offers: `docker`, `fake`..."""
+
+    name: str = attrs.field(validator=_check_name)
+    summary: str = attrs.field(validator=_check_summary)
+    factory: Callable[[], Launcher]
+
+
+# --------------------------------------------------------------------------- review stages
+
+
+@attrs.frozen
+class ReviewContext:
+    """What a review stage may use, inside the clone after the engine has worked."""
+
+    workspace: Path
+    base_ref: str
+    """The commit the clone's work started from; `git diff base_ref` is the change."""
+    owner_wrote: bool
+    """True only for work on the owner's own branch in this repository: only then may a stage
+    run the repository's code."""
+    check_commands: tuple[str, ...] = ()
+    """The repository's configured check commands (from its setup)."""
+
+
+@attrs.frozen
+class ReviewResult:
+    stage: str
+    passed: bool
+    summary: str
+    details: str = ""
+
+
+class ReviewStage(Protocol):
+    def run(self, context: ReviewContext) -> ReviewResult: ...
+
+
+@attrs.frozen
+class ReviewStageRegistration:
+    """A review stage; stages run in ascending `order` after the engine."""
+
+    name: str = attrs.field(validator=_check_name)
+    summary: str = attrs.field(validator=_check_summary)
+    factory: Callable[[], ReviewStage]
+    order: int = 100
+    runs_code: bool = False
+    """True if the stage runs the repository's code: then it runs only when `owner_wrote`."""
+
+
+# --------------------------------------------------------------------------- secret providers
+
+
+@attrs.frozen
+class Secret:
+    """One key of the secrets file and how it reaches the engine inside the clone."""
+
+    key: str
+    """The key in the secrets file."""
+    description: str
+    """The comment above the key in the template: what to paste and where to get it."""
+    env: str | None = None
+    """Passed to the engine as this variable..."""
+    file: str | None = None
+    """...or written to this path (relative to the engine's state folder), mode 0600."""
+
+
+@attrs.frozen
+class SecretProviderRegistration:
+    """A login or token: what the owner pastes, and its limits."""
+
+    name: str = attrs.field(validator=_check_name)
+    summary: str = attrs.field(validator=_check_summary)
+    secrets: tuple[Secret, ...]
+    engine: str | None = None
+    """The engine this login is for; None for secrets every clone needs (the GitHub token)."""
+    one_at_a_time: bool = False
+    """At most one clone at a time may use this login (a ChatGPT plan's rotating tokens)."""
+    private_repos_only: bool = False
+    """Never used on a public repository."""
+
+
+Registration = (
+    EngineRegistration
+    | LauncherRegistration
+    | ReviewStageRegistration
+    | SecretProviderRegistration
+)
+

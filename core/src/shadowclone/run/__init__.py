@@ -1,0 +1,1 @@
+"""The run program: what runs inside a clone."""

@@ -1,0 +1,29 @@
+"""The built-in review stages, which run inside the clone after the engine (R30)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pluggy
+
+from shadowclone.plugin.spec import PROJECT
+from shadowclone.plugin.types import ReviewStage, ReviewStageRegistration
+
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+def _toolchain() -> ReviewStage:
+    from shadowclone.run.review.toolchain import ToolchainStage
+
+    return ToolchainStage()
+
+
+@hookimpl
+def shadowclone_review_stages() -> Iterator[ReviewStageRegistration]:
+    yield ReviewStageRegistration(
+        name="toolchain",
+        summary="runs the repository's check commands (only on the owner's own work)",
+        factory=_toolchain,
+        order=10,
+        runs_code=True,
+    )
