@@ -89,7 +89,9 @@ class Registry:
     provided: tuple[Provided, ...]
 
     def names(self, family: Family) -> list[str]:
-        return sorted({p.name for p in self.provided if p.family is family and p.status == "active"})
+        return sorted(
+            {p.name for p in self.provided if p.family is family and p.status == "active"}
+        )
 
     def get(self, family: Family, name: str) -> Registration:
         """The registration for `name`, or an error saying what is installed and what failed."""
@@ -102,7 +104,9 @@ class Registry:
                 f"the {family} {name!r} is {candidates[0].status}: {candidates[0].reason}"
             )
         installed = ", ".join(self.names(family)) or "none"
-        failed = [f"{p.name} ({p.origin}: {p.reason})" for p in self.plugins if p.status == "failed"]
+        failed = [
+            f"{p.name} ({p.origin}: {p.reason})" for p in self.plugins if p.status == "failed"
+        ]
         tail = f"; plugins that failed to load: {'; '.join(failed)}" if failed else ""
         raise PluginUnavailable(f"no {family} named {name!r}; installed: {installed}{tail}")
 
@@ -152,7 +156,9 @@ class _Loader:
             )
             return
         if info.name in self.disabled or info.distribution in self.disabled:
-            self.plugins[info.name] = attrs.evolve(info, status="disabled", reason="disabled in config")
+            self.plugins[info.name] = attrs.evolve(
+                info, status="disabled", reason="disabled in config"
+            )
             return
         self.plugins[info.name] = info
         try:
@@ -189,7 +195,9 @@ def _collect(
                 items = list(result) if isinstance(result, Iterable) else [result]
             except Exception as error:  # noqa: BLE001 - one plugin's bug must not stop the others
                 plugins[info.name] = attrs.evolve(
-                    info, status="failed", reason=f"{hook_name} raised {type(error).__name__}: {error}"
+                    info,
+                    status="failed",
+                    reason=f"{hook_name} raised {type(error).__name__}: {error}",
                 )
                 continue
             wrong = [item for item in items if not isinstance(item, kind)]
@@ -201,7 +209,7 @@ def _collect(
                     f"expected {kind.__name__}",
                 )
                 continue
-            found.extend((family, info, item) for item in items)
+            found.extend((family, info, item) for item in items if isinstance(item, kind))
     return found
 
 
@@ -245,4 +253,3 @@ def load_registry(
             info, reg = claims[0]
             provided.append(Provided(family, name, reg.summary, info, "active", "", reg))
     return Registry(plugins=tuple(loader.plugins.values()), provided=tuple(provided))
-

@@ -29,6 +29,7 @@ def shadowclone_engines() -> Iterable[EngineRegistration]:
     :returns: the engines this plugin provides, each an `EngineRegistration` whose `factory`
         builds an `Engine`. Its `logins` name the secret providers it can use.
     """
+    return ()  # pluggy never runs a spec body
 
 
 @hookspec
@@ -38,6 +39,7 @@ def shadowclone_launchers() -> Iterable[LauncherRegistration]:
     :returns: the launchers this plugin provides, each a `LauncherRegistration` whose `factory`
         builds a `Launcher`. The config's `launcher` key picks one by name.
     """
+    return ()  # pluggy never runs a spec body
 
 
 @hookspec
@@ -47,6 +49,7 @@ def shadowclone_review_stages() -> Iterable[ReviewStageRegistration]:
     :returns: the stages this plugin provides, each a `ReviewStageRegistration`. A stage with
         `runs_code=True` runs only on the owner's own work in the repository.
     """
+    return ()  # pluggy never runs a spec body
 
 
 @hookspec
@@ -56,3 +59,4 @@ def shadowclone_secret_providers() -> Iterable[SecretProviderRegistration]:
     :returns: the providers this plugin offers, each a `SecretProviderRegistration` naming its
         keys in the secrets file, how each reaches the engine, and its limits.
     """
+    return ()  # pluggy never runs a spec body

@@ -318,9 +318,5 @@ class SecretProviderRegistration:
 
 
 Registration = (
-    EngineRegistration
-    | LauncherRegistration
-    | ReviewStageRegistration
-    | SecretProviderRegistration
+    EngineRegistration | LauncherRegistration | ReviewStageRegistration | SecretProviderRegistration
 )
-

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pluggy
+
 from shadowclone.plugin.spec import PROJECT
 from shadowclone.plugin.types import Secret, SecretProviderRegistration
-
-import pluggy
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
 

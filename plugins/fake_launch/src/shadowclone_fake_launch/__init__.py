@@ -1,1 +1,57 @@
-"""placeholder"""
+"""The fake launcher and the scripted engine: whole clones with no Docker and no model.
+
+The fake launcher runs the run program as a local process with the folders a container would
+see; the scripted engine follows a small script instead of asking a model. The demo and the
+tests use both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shadowclone.errors import PluginUnavailable
+from shadowclone.plugin import (
+    Engine,
+    EngineRegistration,
+    Launcher,
+    LauncherRegistration,
+    SecretProviderRegistration,
+    hookimpl,
+)
+
+
+def _launcher() -> Launcher:
+    raise PluginUnavailable("the fake launcher is not available yet in this version")
+
+
+def _engine() -> Engine:
+    raise PluginUnavailable("the scripted engine is not available yet in this version")
+
+
+@hookimpl
+def shadowclone_launchers() -> Iterator[LauncherRegistration]:
+    yield LauncherRegistration(
+        name="fake",
+        summary="runs each clone as a local process (tests and the demo; no Docker)",
+        factory=_launcher,
+    )
+
+
+@hookimpl
+def shadowclone_engines() -> Iterator[EngineRegistration]:
+    yield EngineRegistration(
+        name="scripted",
+        summary="follows a fixed script instead of a model (tests and the demo)",
+        factory=_engine,
+        logins=("no-login",),
+    )
+
+
+@hookimpl
+def shadowclone_secret_providers() -> Iterator[SecretProviderRegistration]:
+    yield SecretProviderRegistration(
+        name="no-login",
+        summary="no model login: for the scripted engine",
+        engine="scripted",
+        secrets=(),
+    )

@@ -43,8 +43,11 @@ class ToolchainStage:
                 failed.append(command)
         if failed:
             return ReviewResult(
-                self.name, False, f"{len(failed)} of {len(context.check_commands)} checks failed: "
-                + ", ".join(failed), "\n".join(details)
+                self.name,
+                False,
+                f"{len(failed)} of {len(context.check_commands)} checks failed: "
+                + ", ".join(failed),
+                "\n".join(details),
             )
         return ReviewResult(
             self.name, True, f"{len(context.check_commands)} checks passed", "\n".join(details)

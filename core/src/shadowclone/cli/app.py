@@ -1,0 +1,106 @@
+"""The application object every command gets through `ctx.obj`, and output helpers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import attrs
+import click
+from rich.console import Console
+
+from shadowclone.config import Paths, default_paths
+from shadowclone.node.local import CloneView, LocalNode, local_node
+from shadowclone.node.schemas import CONVERTER, ProgressKind, ProgressLine
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@attrs.define
+class App:
+    paths: Paths = attrs.field(factory=default_paths)
+    _node: LocalNode | None = None
+    out: Console = attrs.field(factory=lambda: Console(highlight=False, soft_wrap=True))
+
+    def node(self) -> LocalNode:
+        if self._node is None:
+            self._node = local_node(self.paths)
+        return self._node
+
+
+pass_app = click.make_pass_decorator(App)
+
+
+def json_option(function: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(function)
+
+
+def emit_json(value: object) -> None:
+    data = value if isinstance(value, dict | list) else CONVERTER.unstructure(value)
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def ago(when: datetime | None) -> str:
+    if when is None:
+        return "-"
+    seconds = max(0, int((datetime.now(UTC) - when).total_seconds()))
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def format_progress(line: ProgressLine) -> str:
+    stamp = line.at.astimezone().strftime("%H:%M:%S")
+    text = line.text
+    if line.kind is ProgressKind.QUESTION and line.question is not None:
+        q = line.question
+        text = f"question {q.id}: {q.text} options: " + ", ".join(
+            f"{o} (recommended)" if o == q.recommended else o for o in q.options
+        )
+    elif line.kind is ProgressKind.ANSWER and line.answer is not None:
+        answer = line.answer
+        text = f"answer to {answer.question_id}: {answer.choice} (by {answer.chosen_by})"
+    elif line.kind is ProgressKind.FINAL:
+        text = f"finished: {line.outcome}" + (f"  {line.pr_url}" if line.pr_url else "")
+    return f"{stamp}  {line.step:<9} {line.kind:<8} {text}"
+
+
+def describe(view: CloneView) -> str:
+    rows = [
+        f"clone     {view.id}  {view.state}"
+        + ("  (stop requested)" if view.stop_requested and view.state.active else ""),
+        f"target    {view.target.key}",
+        f"engine    {view.engine}",
+        f"requested {view.requested_at.astimezone():%Y-%m-%d %H:%M:%S} ({ago(view.requested_at)})",
+    ]
+    if view.started_at:
+        rows.append(f"started   {view.started_at.astimezone():%Y-%m-%d %H:%M:%S}")
+    if view.ended_at:
+        rows.append(f"ended     {view.ended_at.astimezone():%Y-%m-%d %H:%M:%S}")
+    if view.question:
+        q = view.question
+        rows.append(f"question  {q.id}: {q.text}")
+        rows.append(
+            "          options: "
+            + ", ".join(f"{o} (recommended)" if o == q.recommended else o for o in q.options)
+        )
+        rows.append(f"          answer: shadowclone answer {view.id} {q.id} CHOICE")
+    if view.pr_url:
+        rows.append(f"pull request {view.pr_url}")
+    if view.exit_code is not None:
+        rows.append(f"exit code {view.exit_code}")
+    if view.output_tail and not view.state.active:
+        rows.append("last output:")
+        rows.extend(f"  {line}" for line in view.output_tail.splitlines()[-10:])
+    if view.last_progress:
+        rows.append("progress:")
+        rows.extend(f"  {format_progress(p)}" for p in view.last_progress)
+    if view.report:
+        rows.append("report:")
+        rows.extend(f"  {line}" for line in view.report.splitlines())
+    rows.extend(f"warning: {p}" for p in view.problems)
+    return "\n".join(rows)

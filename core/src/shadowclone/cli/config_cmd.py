@@ -1,0 +1,68 @@
+"""`shadowclone config`: where things are, what the config says, and a commented template."""
+
+from __future__ import annotations
+
+import click
+import tomlkit
+
+from shadowclone.cli.app import App, emit_json, json_option, pass_app
+from shadowclone.config import init_config, load_config, set_value
+from shadowclone.config.load import unstructure
+
+
+@click.group()
+def config() -> None:
+    """Show, create or edit the config file."""
+
+
+@config.command()
+@json_option
+@pass_app
+def path(app: App, as_json: bool) -> None:
+    """Print where the config, the secrets file, the clones and the setups are."""
+    paths = app.paths
+    if paths.config_file.exists():
+        _, paths = load_config(app.paths)
+    rows = {
+        "config": str(paths.config_file),
+        "secrets": str(paths.secrets_file),
+        "clones": str(paths.clones_dir),
+        "setups": str(paths.setup_dir),
+    }
+    if as_json:
+        emit_json(rows)
+        return
+    for key, value in rows.items():
+        app.out.print(f"{key:<8} {value}")
+
+
+@config.command()
+@json_option
+@pass_app
+def show(app: App, as_json: bool) -> None:
+    """Print the config as shadowclone reads it, defaults included."""
+    loaded, _ = load_config(app.paths)
+    data = unstructure(loaded)
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(tomlkit.dumps(data), nl=False)
+
+
+@config.command()
+@click.option("--force", is_flag=True, help="Replace an existing config file.")
+@pass_app
+def init(app: App, force: bool) -> None:
+    """Write a commented config file with the defaults."""
+    written = init_config(app.paths, force=force)
+    app.out.print(f"wrote {written}")
+
+
+@config.command(name="set")
+@click.argument("key")
+@click.argument("value")
+@pass_app
+def set_(app: App, key: str, value: str) -> None:
+    """Set KEY (e.g. parallel_clones or providers.claude.login) to VALUE, keeping comments."""
+    set_value(app.paths, key, value)
+    app.out.print(f"set {key} = {value}")

@@ -1,0 +1,236 @@
+"""Reading, checking and editing the config file.
+
+Structuring is strict (no unknown keys, no silent `"3"` to `3`), and every problem becomes one
+line naming the file, the key path and what was expected. Edits go through tomlkit so the
+owner's comments and key order survive.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import cattrs
+import tomlkit
+import tomlkit.exceptions
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+
+from shadowclone.config.paths import Paths, default_paths
+from shadowclone.config.schema import DEFAULT_IMAGE, Config
+from shadowclone.errors import ConfigError
+from shadowclone.node.files import write_atomic
+
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def _strict(kind: type[Any]) -> Any:
+    def structure(value: Any, _type: type[Any]) -> Any:
+        ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if not ok:
+            raise ValueError(f"expected {_TYPE_NAMES[kind]}, got {value!r}")
+        return value
+
+    return structure
+
+
+def make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    for kind in _TYPE_NAMES:
+        converter.register_structure_hook(kind, _strict(kind))
+    return converter
+
+
+CONVERTER = make_converter()
+
+
+def _problems(error: BaseException, path: str) -> list[str]:
+    """Flatten cattrs' exception groups into `key.path: what was expected` lines."""
+    if isinstance(error, ForbiddenExtraKeysError):
+        known = ", ".join(a.name for a in getattr(error.cl, "__attrs_attrs__", ()))
+        return [
+            f"{_join(path, key)}: unknown key; expected one of {known}"
+            for key in sorted(error.extra_fields)
+        ]
+    if isinstance(error, ClassValidationError | IterableValidationError):
+        found: list[str] = []
+        with_notes, without = error.group_exceptions()
+        for inner, note in with_notes:
+            name = getattr(note, "name", getattr(note, "index", "?"))
+            found.extend(_problems(inner, _join(path, str(name))))
+        for inner in without:
+            found.extend(_problems(inner, path))
+        return found
+    if isinstance(error, KeyError):
+        return [f"{path}: missing; this key is required"]
+    return [f"{path or 'config'}: {error}"]
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def check(config: Config) -> list[str]:
+    """Rules the types cannot say; each as `key: problem`."""
+    problems: list[str] = []
+    if config.version < 1:
+        problems.append(f"version: expected an integer of at least 1, got {config.version}")
+    if config.parallel_clones < 1:
+        problems.append(f"parallel_clones: expected at least 1, got {config.parallel_clones}")
+    if config.daily_clones < 1:
+        problems.append(f"daily_clones: expected at least 1, got {config.daily_clones}")
+    if config.engine not in config.providers:
+        problems.append(
+            f"providers.{config.engine}: missing; expected a [providers.{config.engine}] table "
+            'with login = "..." for the default engine'
+        )
+    for name, provider in config.providers.items():
+        if not provider.login:
+            problems.append(f"providers.{name}.login: expected the name of a login, got ''")
+        if provider.base_url and not re.match(r"^https?://", provider.base_url):
+            problems.append(f"providers.{name}.base_url: expected an http(s) URL")
+    for key in ("url", "api_url"):
+        if not re.match(r"^https?://", getattr(config.github, key)):
+            problems.append(f"github.{key}: expected an http(s) URL")
+    if not 0 < config.limits.ask_timeout_s <= 30 * 60:
+        problems.append("limits.ask_timeout_s: expected more than 0 and at most 1800 seconds")
+    if config.limits.stall_timeout_s <= 0:
+        problems.append("limits.stall_timeout_s: expected more than 0 seconds")
+    return problems
+
+
+def parse_config(text: str, source: Path) -> Config:
+    try:
+        data = tomlkit.parse(text).unwrap()
+    except tomlkit.exceptions.ParseError as error:
+        raise ConfigError(f"{source}: not valid TOML: {error}") from None
+    try:
+        config = CONVERTER.structure(data, Config)
+    except (ClassValidationError, ForbiddenExtraKeysError) as error:
+        problems = _problems(error, "")
+        raise ConfigError(f"{source}: {problems[0] if problems else error}") from None
+    problems = check(config)
+    if problems:
+        raise ConfigError(f"{source}: {problems[0]}")
+    return config
+
+
+def load_config(paths: Paths | None = None) -> tuple[Config, Paths]:
+    """The owner's config and the host paths it settles (its [paths] may move the clones folder
+    and the secrets file)."""
+    paths = paths or default_paths()
+    try:
+        text = paths.config_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{paths.config_file}: no config file; run `shadowclone config init` to create one"
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{paths.config_file}: cannot read: {error}") from None
+    config = parse_config(text, paths.config_file)
+    return config, paths.with_overrides(config.paths.clones, config.paths.secrets)
+
+
+def unstructure(config: Config) -> dict[str, Any]:
+    data: dict[str, Any] = _drop_none(CONVERTER.unstructure(config))
+    return data
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    return value
+
+
+TEMPLATE = f"""\
+# shadowclone config. The README's "Config" part explains each key.
+
+# Raise the version when you change something that needs `shadowclone setup` again:
+# `start` then refuses repositories set up under an older version.
+version = 1
+
+# The engine a clone uses unless `shadowclone start --engine` says otherwise.
+engine = "claude"
+# Where clones run: "docker" for real use, "fake" to run them as local processes.
+launcher = "docker"
+# The clone image: pulled, or built with `shadowclone image build`.
+image = "{DEFAULT_IMAGE}"
+# At most this many clones run at once; the others wait in the queue.
+parallel_clones = 2
+# At most this many clones start in any 24 hours.
+daily_clones = 20
+
+[providers.claude]
+# The login Claude Code uses: "claude-api-key" or "claude-subscription".
+login = "claude-api-key"
+# base_url = "https://gateway.example.com"   # an API gateway, if you use one
+# model = "claude-sonnet-4-5"
+
+[providers.codex]
+# The login Codex uses: "openai-api-key" or "chatgpt-plan" (one clone at a time, private
+# repositories only).
+login = "openai-api-key"
+# base_url = "https://gateway.example.com/v1"
+
+[github]
+url = "https://github.com"
+api_url = "https://api.github.com"
+
+[limits]
+cpus = 2.0
+memory = "4g"
+# A clone whose engine shows nothing for this long ends as stalled.
+stall_timeout_s = 1200
+# A question nobody answers takes its recommended option after this long (at most 1800).
+ask_timeout_s = 1800
+
+[paths]
+# clones = "/somewhere/clones"        # default: the platform's data folder
+# secrets = "/somewhere/secrets.toml" # default: beside this file
+
+[plugins]
+# Plugins (or distributions) not to load.
+disabled = []
+"""
+
+
+def init_config(paths: Paths, force: bool = False) -> Path:
+    if paths.config_file.exists() and not force:
+        raise ConfigError(f"{paths.config_file}: already exists; use --force to replace it")
+    write_atomic(paths.config_file, TEMPLATE.encode())
+    return paths.config_file
+
+
+def _parse_value(raw: str) -> Any:
+    """A value from the command line, read as TOML where it parses (3, true, "x", [..])."""
+    try:
+        return tomlkit.parse(f"v = {raw}")["v"]
+    except tomlkit.exceptions.ParseError:
+        return raw
+
+
+def set_value(paths: Paths, key: str, raw: str) -> Config:
+    """Change one key, keeping every comment and the order; refuses a result that would not load."""
+    try:
+        document = tomlkit.parse(paths.config_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{paths.config_file}: no config file; run `shadowclone config init`"
+        ) from None
+    except tomlkit.exceptions.ParseError as error:
+        raise ConfigError(f"{paths.config_file}: not valid TOML: {error}") from None
+    *parents, leaf = key.split(".")
+    table: Any = document
+    for part in parents:
+        if part not in table:
+            table[part] = tomlkit.table()
+        table = table[part]
+        if not isinstance(table, dict):
+            raise ConfigError(f"{paths.config_file}: {key}: {part} is not a table")
+    table[leaf] = _parse_value(raw)
+    text = tomlkit.dumps(document)
+    config = parse_config(text, paths.config_file)
+    write_atomic(paths.config_file, text.encode())
+    return config

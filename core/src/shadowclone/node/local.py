@@ -1,0 +1,462 @@
+"""The node: start, list, get, send, answer and stop clones on this machine (R10-R15).
+
+The CLI and the MCP server are thin layers over `LocalNode`. Admission (R11) runs entirely
+under `start.lock`, from the first check until the request is written, so concurrent starts in
+any number of processes can never break a rule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+
+import attrs
+import filelock
+
+from shadowclone.config import Config, Paths, load_config
+from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
+from shadowclone.node import files
+from shadowclone.node.runfolder import ID_PATTERN, RunFolder, id_time, new_clone_id, run_folders
+from shadowclone.node.schemas import (
+    Answer,
+    ChosenBy,
+    InboxKind,
+    InboxLine,
+    ProgressLine,
+    Question,
+    Request,
+    State,
+    StopMarker,
+    dumps,
+    now,
+)
+from shadowclone.node.setups import read_setup
+from shadowclone.node.target import Target
+from shadowclone.plugin.manager import Registry, load_registry
+from shadowclone.plugin.types import Outcome, SecretProviderRegistration
+
+log = logging.getLogger(__name__)
+
+DAY = timedelta(hours=24)
+START_LOCK_TIMEOUT_S = 60.0
+DEFAULT_LIST_LIMIT = 30
+
+
+@attrs.frozen
+class CloneView:
+    """A clone as the owner sees it: the request, serve's record and the clone's own lines."""
+
+    id: str
+    target: Target
+    engine: str
+    state: State
+    requested_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    stop_requested: bool = False
+    question: Question | None = None
+    pr_url: str | None = None
+    outcome: Outcome | None = None
+    report: str | None = None
+    exit_code: int | None = None
+    output_tail: str = ""
+    last_progress: tuple[ProgressLine, ...] = ()
+    problems: tuple[str, ...] = ()
+    """Malformed files or lines met while reading this clone; each names its file."""
+
+
+@attrs.frozen
+class Questions:
+    """The questions a clone asked, which are settled, and which has an answer on its way."""
+
+    asked: dict[str, Question]
+    settled: dict[str, Answer]
+    pending: frozenset[str]
+
+    def open(self) -> Question | None:
+        for question in reversed(self.asked.values()):
+            if question.id not in self.settled and question.id not in self.pending:
+                return question
+        return None
+
+
+@attrs.frozen
+class Listing:
+    clones: list[CloneView]
+    problems: list[str]
+
+
+class LocalNode:
+    """Operations on the clones of this machine; `Registry` is loaded only when needed."""
+
+    def __init__(
+        self,
+        config: Config,
+        paths: Paths,
+        registry: Registry | None = None,
+        clock: Callable[[], datetime] = now,
+    ) -> None:
+        self.config = config
+        self.paths = paths
+        self._registry = registry
+        self.clock = clock
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            self._registry = load_registry(self.config.plugins.disabled)
+        return self._registry
+
+    # ------------------------------------------------------------------ start
+
+    def start(
+        self, target_text: str, engine: str | None = None, instructions: str = ""
+    ) -> CloneView:
+        target = Target.parse(target_text)
+        engine_name = engine or self.config.engine
+        provider = self.config.provider(engine_name)
+        if provider is None:
+            raise BadInput(
+                f"engine {engine_name!r}: no [providers.{engine_name}] table in "
+                f"{self.paths.config_file}"
+            )
+        self.registry.engine(engine_name)
+        login = self.registry.secret_provider(provider.login)
+        if login.engine not in (None, engine_name):
+            raise BadInput(
+                f"{self.paths.config_file}: providers.{engine_name}.login: {provider.login!r} is a "
+                f"login for {login.engine}, not {engine_name}"
+            )
+        self.paths.clones_dir.mkdir(parents=True, exist_ok=True)
+        self.paths.active_dir.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(self.paths.start_lock, timeout=START_LOCK_TIMEOUT_S)
+        try:
+            with lock:
+                return self._admit(target, engine_name, provider.login, login, instructions)
+        except filelock.Timeout:
+            raise Refused(
+                f"{self.paths.start_lock}: another start has held the lock for over "
+                f"{START_LOCK_TIMEOUT_S:.0f} s"
+            ) from None
+
+    def _admit(
+        self,
+        target: Target,
+        engine: str,
+        login_name: str,
+        login: SecretProviderRegistration,
+        instructions: str,
+    ) -> CloneView:
+        repo = target.repo_full_name
+        try:
+            setup = read_setup(self.paths, repo)
+        except MalformedFile as error:
+            raise Refused(f"the setup record of {repo} is unreadable: {error}") from None
+        if setup is None:
+            raise Refused(f"{repo} is not set up on this machine; run `shadowclone setup {repo}`")
+        if setup.config_version != self.config.version:
+            raise Refused(
+                f"{repo} was set up under config version {setup.config_version} and the config "
+                f"is now at version {self.config.version}; run `shadowclone setup {repo}` again"
+            )
+        if login.private_repos_only and setup.visibility != "private":
+            raise Refused(f"the {login_name} login never works on {setup.visibility} {repo}")
+
+        at = self.clock()
+        started_today = self._count_since(at - DAY)
+        if started_today >= self.config.daily_clones:
+            raise Refused(
+                f"daily limit reached: {started_today} clones started in the last 24 hours "
+                f"(daily_clones = {self.config.daily_clones})"
+            )
+        for active in self._active(clean=True):
+            if active.target.key == target.key:
+                raise Refused(
+                    f"{target.key} already has an active clone: {active.id} ({active.state})"
+                )
+
+        folder = self._new_folder(at)
+        request = Request(
+            id=folder.id,
+            target=target,
+            engine=engine,
+            login=login_name,
+            launcher=self.config.launcher,
+            image=self.config.image,
+            github_url=self.config.github.url,
+            github_api_url=self.config.github.api_url,
+            requested_at=at,
+            base_url=self.config.providers[engine].base_url,
+            model=self.config.providers[engine].model,
+            one_at_a_time=login.one_at_a_time,
+            instructions=instructions,
+            ask_timeout_s=self.config.limits.ask_timeout_s,
+            stall_timeout_s=self.config.limits.stall_timeout_s,
+            check_commands=setup.check_commands,
+        )
+        # The active marker goes first: a crash before the request leaves a marker without a
+        # request, which the next start removes; never a request that admission cannot see.
+        files.write_atomic(self.paths.active_dir / folder.id, target.key.encode())
+        folder.write_request(request)
+        return self._view(folder)
+
+    def _new_folder(self, at: datetime) -> RunFolder:
+        while True:
+            folder = RunFolder(self.paths.clones_dir / new_clone_id(at))
+            try:
+                folder.path.mkdir()
+            except FileExistsError:
+                continue
+            return folder
+
+    def _count_since(self, since: datetime) -> int:
+        """Clones requested since `since`, counted by the time in their ids: no file is read."""
+        count = 0
+        for folder in run_folders(self.paths.clones_dir):
+            started = id_time(folder.id)
+            if started is None or started < since:
+                break  # newest first: the rest are older
+            if folder.exists():
+                count += 1
+        return count
+
+    def _active(self, clean: bool = False) -> list[CloneView]:
+        """Active clones, from the active markers; `clean` (under start.lock) drops stale ones."""
+        try:
+            ids = sorted(os.listdir(self.paths.active_dir))
+        except FileNotFoundError:
+            return []
+        active: list[CloneView] = []
+        for clone_id in ids:
+            if not ID_PATTERN.match(clone_id):
+                continue
+            folder = RunFolder(self.paths.clones_dir / clone_id)
+            try:
+                view = self._view(folder) if folder.exists() else None
+            except MalformedFile as error:
+                log.warning("%s", error)
+                continue
+            if view is not None and view.state.active:
+                active.append(view)
+            elif clean:
+                with contextlib.suppress(FileNotFoundError):
+                    (self.paths.active_dir / clone_id).unlink()
+        return active
+
+    # ------------------------------------------------------------------ reading
+
+    def _view(self, folder: RunFolder, lines: int = 0) -> CloneView:
+        request = folder.request()
+        problems: list[str] = []
+        try:
+            record = folder.record()
+        except MalformedFile as error:
+            record, problems = None, [str(error)]
+        stop = folder.stop_marker()
+        state = record.state if record else State.QUEUED
+        if state is State.QUEUED and stop is not None:
+            state = State.STOPPED  # a queued clone with a stop marker never starts (R14)
+        view = CloneView(
+            id=folder.id,
+            target=request.target,
+            engine=request.engine,
+            state=state,
+            requested_at=request.requested_at,
+            stop_requested=stop is not None,
+            problems=tuple(problems),
+        )
+        if record is not None:
+            view = attrs.evolve(
+                view,
+                started_at=record.started_at,
+                ended_at=record.ended_at,
+                question=record.question,
+                pr_url=record.pr_url,
+                outcome=record.outcome,
+                report=record.report,
+                exit_code=record.exit_code,
+                output_tail=record.output_tail,
+                last_progress=(record.last_progress,) if record.last_progress else (),
+            )
+        if lines:
+            progress, line_problems, _ = folder.progress()
+            questions = self._questions(folder, progress)
+            final = next((p for p in reversed(progress) if p.final), None)
+            view = attrs.evolve(
+                view,
+                last_progress=tuple(progress[-lines:]),
+                question=questions.open() if state.active else None,
+                pr_url=view.pr_url or (final.pr_url if final else None),
+                report=view.report or (final.report if final else None),
+                problems=view.problems + tuple(line_problems),
+            )
+        return view
+
+    def _questions(self, folder: RunFolder, progress: list[ProgressLine]) -> Questions:
+        asked: dict[str, Question] = {}
+        settled: dict[str, Answer] = {}
+        for line in progress:
+            if line.question is not None:
+                asked[line.question.id] = line.question
+            if line.answer is not None:
+                settled[line.answer.question_id] = line.answer
+        inbox, _, _ = folder.inbox()
+        pending = frozenset(
+            line.question_id for line in inbox if line.kind is InboxKind.ANSWER and line.question_id
+        )
+        return Questions(asked, settled, pending)
+
+    def resolve(self, clone_id: str) -> RunFolder:
+        """The run folder of an id, or of a unique prefix of one."""
+        clone_id = clone_id.strip()
+        exact = RunFolder(self.paths.clones_dir / clone_id)
+        if ID_PATTERN.match(clone_id) and exact.exists():
+            return exact
+        if clone_id and "/" not in clone_id and "." not in clone_id:
+            matches = [f for f in run_folders(self.paths.clones_dir) if f.id.startswith(clone_id)]
+            matches = [f for f in matches if f.exists()]
+            if len(matches) == 1:
+                return matches[0]
+            if len(matches) > 1:
+                raise BadInput(
+                    f"clone id {clone_id!r} is ambiguous: it starts "
+                    + ", ".join(f.id for f in matches[:5])
+                )
+        raise NotFound(f"no clone {clone_id!r}; `shadowclone list` shows the clones")
+
+    def get(self, clone_id: str, lines: int = 20) -> CloneView:
+        return self._view(self.resolve(clone_id), lines=max(lines, 1))
+
+    def list(self, include_all: bool = False, limit: int = DEFAULT_LIST_LIMIT) -> Listing:
+        """Active clones and the most recent others (all of them with `include_all`)."""
+        folders: dict[str, RunFolder] = {}
+        for index, folder in enumerate(run_folders(self.paths.clones_dir)):
+            if not include_all and index >= limit:
+                break
+            folders[folder.id] = folder
+        if not include_all:
+            with contextlib.suppress(FileNotFoundError):
+                for clone_id in os.listdir(self.paths.active_dir):
+                    if ID_PATTERN.match(clone_id):
+                        folders.setdefault(clone_id, RunFolder(self.paths.clones_dir / clone_id))
+        views: list[CloneView] = []
+        problems: list[str] = []
+        for clone_id in sorted(folders, reverse=True):
+            try:
+                views.append(self._view(folders[clone_id]))
+            except FileNotFoundError:
+                continue  # a start in progress, or a stale marker
+            except MalformedFile as error:
+                problems.append(str(error))
+        return Listing(views, problems)
+
+    # ------------------------------------------------------------------ talking
+
+    def _active_view(self, clone_id: str, what: str) -> tuple[RunFolder, CloneView]:
+        folder = self.resolve(clone_id)
+        view = self._view(folder)
+        if not view.state.active:
+            raise Refused(f"clone {folder.id} is {view.state}; it takes no {what}")
+        if view.stop_requested:
+            raise Refused(f"clone {folder.id} is stopping; it takes no {what}")
+        return folder, view
+
+    def send(self, clone_id: str, text: str) -> InboxLine:
+        if not text.strip():
+            raise BadInput("message: expected some text, got nothing")
+        folder, _ = self._active_view(clone_id, "messages")
+        line = InboxLine(id=_line_id(), kind=InboxKind.MESSAGE, text=text, at=self.clock())
+        folder.append_inbox(line)
+        return line
+
+    def answer(self, clone_id: str, question_id: str, choice: str) -> InboxLine:
+        folder, _ = self._active_view(clone_id, "answers")
+        # The inbox lock makes check-then-append atomic: two answers cannot both pass.
+        with files.lock_for(folder.inbox_file):
+            progress, _, _ = folder.progress()
+            questions = self._questions(folder, progress)
+            question = questions.asked.get(question_id)
+            if question is None:
+                known = ", ".join(questions.asked) or "none"
+                raise NotFound(
+                    f"clone {folder.id} has no question {question_id!r} (its questions: {known})"
+                )
+            settled = questions.settled.get(question_id)
+            if settled is not None and settled.chosen_by is ChosenBy.TIMEOUT:
+                raise Refused(
+                    f"question {question_id} has expired: with no answer in time, the clone "
+                    f"took the recommended option {settled.choice!r}"
+                )
+            if settled is not None or question_id in questions.pending:
+                raise Refused(f"question {question_id} is already answered")
+            chosen = _choose(question, choice)
+            line = InboxLine(
+                id=_line_id(),
+                kind=InboxKind.ANSWER,
+                text=chosen,
+                question_id=question_id,
+                at=self.clock(),
+            )
+            files.append_line(folder.inbox_file, dumps(line), locked=True)
+        return line
+
+    def stop(self, clone_id: str) -> CloneView:
+        folder = self.resolve(clone_id)
+        view = self._view(folder)
+        if not view.state.active:
+            raise Refused(f"clone {folder.id} has already ended: {view.state}")
+        if not view.stop_requested:
+            folder.write_stop(StopMarker(at=self.clock()))
+        return self._view(folder)
+
+    def follow(self, clone_id: str, lines: int = 20, poll_s: float = 1.0) -> Iterator[ProgressLine]:
+        """The last `lines` progress lines, then each new one as it is written, until the clone
+        ends (R17)."""
+        from watchfiles import watch
+
+        folder = self.resolve(clone_id)
+        progress, _, offset = folder.progress()
+        yield from progress[-lines:] if lines else []
+        if any(p.final for p in progress) or not self._view(folder).state.active:
+            return
+        for _changes in watch(
+            folder.path,
+            rust_timeout=int(poll_s * 1000),
+            yield_on_timeout=True,
+            debounce=50,
+            step=20,
+        ):
+            new, _, offset = folder.progress(offset)
+            yield from new
+            if any(p.final for p in new) or not self._view(folder).state.active:
+                return
+
+
+def _line_id() -> str:
+    return secrets.token_hex(8)
+
+
+def _choose(question: Question, choice: str) -> str:
+    wanted = choice.strip()
+    for option in question.options:
+        if option == wanted or option.casefold() == wanted.casefold():
+            return option
+    if wanted.isdigit() and 1 <= int(wanted) <= len(question.options):
+        return question.options[int(wanted) - 1]
+    if question.free_text and wanted:
+        return wanted
+    raise BadInput(
+        f"choice {choice!r} for question {question.id}: expected one of "
+        + ", ".join(repr(o) for o in question.options)
+        + (" or an option's number" if question.options else "")
+    )
+
+
+def local_node(paths: Paths | None = None) -> LocalNode:
+    """The node of this machine, with the owner's config (the spec's `localNode()`)."""
+    config, resolved = load_config(paths)
+    return LocalNode(config, resolved)

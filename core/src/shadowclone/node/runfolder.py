@@ -1,0 +1,135 @@
+"""A clone's run folder: its request, record, inbox, progress lines and stop marker (R9)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+import attrs
+
+from shadowclone.errors import MalformedFile
+from shadowclone.node import files, schemas
+from shadowclone.node.schemas import InboxLine, ProgressLine, Record, Request, StopMarker
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+ID_PATTERN = re.compile(r"^(\d{6}-\d{6})-[a-z0-9]{4}$")
+_ID_TIME = "%y%m%d-%H%M%S"
+_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+
+
+def new_clone_id(at: datetime) -> str:
+    """Sortable by request time, readable, and unique enough to be created with mkdir."""
+    suffix = "".join(secrets.choice(_ALPHABET) for _ in range(4))
+    return f"{at.astimezone(UTC).strftime(_ID_TIME)}-{suffix}"
+
+
+def id_time(clone_id: str) -> datetime | None:
+    match = ID_PATTERN.match(clone_id)
+    if not match:
+        return None
+    return datetime.strptime(match.group(1), _ID_TIME).replace(tzinfo=UTC)
+
+
+def read_json_lines(path: Path, kind: type[T], start: int = 0) -> tuple[list[T], list[str], int]:
+    raw, end = files.read_lines(path, start)
+    items: list[T] = []
+    problems: list[str] = []
+    for number, line in enumerate(raw, 1):
+        if not line.strip():
+            continue
+        try:
+            items.append(schemas.loads(line, kind, path))
+        except MalformedFile as error:
+            problems.append(f"{path} (line at byte {start}+{number}): {error.detail}")
+    for problem in problems:
+        log.warning("skipping a malformed line: %s", problem)
+    return items, problems, end
+
+
+@attrs.frozen
+class RunFolder:
+    path: Path
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    @property
+    def request_file(self) -> Path:
+        return self.path / "request.json"
+
+    @property
+    def record_file(self) -> Path:
+        return self.path / "record.json"
+
+    @property
+    def inbox_file(self) -> Path:
+        return self.path / "inbox.jsonl"
+
+    @property
+    def progress_file(self) -> Path:
+        return self.path / "progress.jsonl"
+
+    @property
+    def stop_file(self) -> Path:
+        return self.path / "stop.json"
+
+    def exists(self) -> bool:
+        return self.request_file.exists()
+
+    def request(self) -> Request:
+        return schemas.read(self.request_file, Request)
+
+    def record(self) -> Record | None:
+        try:
+            return schemas.read(self.record_file, Record)
+        except FileNotFoundError:
+            return None
+
+    def stop_marker(self) -> StopMarker | None:
+        try:
+            return schemas.read(self.stop_file, StopMarker)
+        except FileNotFoundError:
+            return None
+        except MalformedFile:
+            return StopMarker()  # a stop marker's presence is what counts
+
+    def progress(self, start: int = 0) -> tuple[list[ProgressLine], list[str], int]:
+        return read_json_lines(self.progress_file, ProgressLine, start)
+
+    def inbox(self, start: int = 0) -> tuple[list[InboxLine], list[str], int]:
+        return read_json_lines(self.inbox_file, InboxLine, start)
+
+    def write_request(self, request: Request) -> None:
+        schemas.write(self.request_file, request)
+
+    def write_record(self, record: Record) -> None:
+        """Serve alone calls this (R18)."""
+        schemas.write(self.record_file, record)
+
+    def write_stop(self, marker: StopMarker) -> None:
+        schemas.write(self.stop_file, marker)
+
+    def append_inbox(self, line: InboxLine) -> None:
+        files.append_line(self.inbox_file, schemas.dumps(line))
+
+    def append_progress(self, line: ProgressLine) -> None:
+        files.append_line(self.progress_file, schemas.dumps(line))
+
+
+def run_folders(clones_dir: Path) -> Iterator[RunFolder]:
+    """Every run folder, newest first, by name alone (no file is read)."""
+    try:
+        names = [e.name for e in os.scandir(clones_dir) if ID_PATTERN.match(e.name)]
+    except FileNotFoundError:
+        return
+    for name in sorted(names, reverse=True):
+        yield RunFolder(clones_dir / name)

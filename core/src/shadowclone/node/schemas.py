@@ -1,0 +1,268 @@
+"""The files of a run folder and of a setup: frozen attrs classes with a schema version.
+
+One cattrs converter turns them to and from JSON. Reading never crashes on a bad file: it
+raises `MalformedFile`, naming the file, which callers report and skip.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.errors import BaseValidationError
+
+from shadowclone.errors import MalformedFile
+from shadowclone.node.files import write_atomic
+from shadowclone.node.target import Target
+from shadowclone.plugin.types import Outcome
+
+SCHEMA_VERSION = 1
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class State(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    """Running, with a question open for the owner."""
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    @property
+    def active(self) -> bool:
+        return self in (State.QUEUED, State.RUNNING, State.WAITING)
+
+
+class Step(enum.StrEnum):
+    """The steps of the run program, in order (R16, R25)."""
+
+    TARGET = "target"
+    WORKSPACE = "workspace"
+    HOOKS = "hooks"
+    ENGINE = "engine"
+    REVIEW = "review"
+    SAVE = "save"
+    FINISH = "finish"
+
+
+class ProgressKind(enum.StrEnum):
+    NOTE = "note"
+    """A step began or did something worth telling."""
+    TEXT = "text"
+    """The model's own words."""
+    TOOL = "tool"
+    USAGE = "usage"
+    QUESTION = "question"
+    ANSWER = "answer"
+    """A question was settled, by the owner or by the timeout."""
+    MESSAGE = "message"
+    """An owner's message reached the engine."""
+    REVIEW = "review"
+    ERROR = "error"
+    FINAL = "final"
+
+
+class ChosenBy(enum.StrEnum):
+    OWNER = "owner"
+    TIMEOUT = "timeout"
+
+
+@attrs.frozen
+class Question:
+    id: str
+    text: str
+    options: tuple[str, ...]
+    recommended: str
+    free_text: bool = False
+    """True if the owner may answer with words of their own, not only an option."""
+    timeout_s: float = 30 * 60
+
+
+@attrs.frozen
+class Answer:
+    question_id: str
+    choice: str
+    chosen_by: ChosenBy = ChosenBy.OWNER
+
+
+@attrs.frozen
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
+@attrs.frozen
+class ProgressLine:
+    """One line of a clone's log, appended by the run program inside the clone."""
+
+    step: Step
+    kind: ProgressKind
+    text: str = ""
+    at: datetime = attrs.field(factory=now)
+    question: Question | None = None
+    answer: Answer | None = None
+    usage: Usage | None = None
+    outcome: Outcome | None = None
+    pr_url: str | None = None
+    report: str | None = None
+    v: int = SCHEMA_VERSION
+
+    @property
+    def final(self) -> bool:
+        return self.kind is ProgressKind.FINAL
+
+
+@attrs.frozen
+class Request:
+    """What `start` asks for; all the run program needs besides the secrets file."""
+
+    id: str
+    target: Target
+    engine: str
+    login: str
+    launcher: str
+    image: str
+    github_url: str
+    github_api_url: str
+    requested_at: datetime = attrs.field(factory=now)
+    base_url: str | None = None
+    model: str | None = None
+    one_at_a_time: bool = False
+    """The login allows one clone at a time (a ChatGPT plan): serve runs these one by one."""
+    instructions: str = ""
+    """Extra words from the owner for the engine, beside the issue itself."""
+    ask_timeout_s: float = 30 * 60
+    stall_timeout_s: float = 20 * 60
+    check_commands: tuple[str, ...] = ()
+    v: int = SCHEMA_VERSION
+
+
+@attrs.frozen
+class Record:
+    """What serve knows of a clone; serve alone writes it (R18)."""
+
+    id: str
+    state: State
+    updated_at: datetime = attrs.field(factory=now)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    exit_code: int | None = None
+    last_progress: ProgressLine | None = None
+    question: Question | None = None
+    pr_url: str | None = None
+    outcome: Outcome | None = None
+    report: str | None = None
+    output_tail: str = ""
+    """The clone's last output, kept when it ended without a final line (R20)."""
+    v: int = SCHEMA_VERSION
+
+
+class InboxKind(enum.StrEnum):
+    MESSAGE = "message"
+    ANSWER = "answer"
+
+
+@attrs.frozen
+class InboxLine:
+    """A message or an answer from the owner, appended by `send` or `answer`."""
+
+    id: str
+    kind: InboxKind
+    text: str
+    question_id: str | None = None
+    at: datetime = attrs.field(factory=now)
+    v: int = SCHEMA_VERSION
+
+
+@attrs.frozen
+class StopMarker:
+    at: datetime = attrs.field(factory=now)
+    reason: str = "the owner asked to stop"
+    v: int = SCHEMA_VERSION
+
+
+@attrs.frozen
+class SetupRecord:
+    """A repository prepared on this machine, and the config version it was prepared under."""
+
+    repo: str
+    config_version: int
+    engine: str
+    login: str
+    visibility: str = "private"
+    default_branch: str = "main"
+    can_push: bool = True
+    check_commands: tuple[str, ...] = ()
+    checked_at: datetime = attrs.field(factory=now)
+    v: int = SCHEMA_VERSION
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=False)
+    converter.register_unstructure_hook(datetime, lambda d: d.isoformat())
+
+    def structure_datetime(value: Any, _type: type[datetime]) -> datetime:
+        if not isinstance(value, str):
+            raise ValueError(f"expected an ISO time, got {value!r}")
+        parsed = datetime.fromisoformat(value)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+    converter.register_structure_hook(datetime, structure_datetime)
+    return converter
+
+
+CONVERTER = _make_converter()
+T = TypeVar("T")
+
+
+def dumps(value: object) -> bytes:
+    return json.dumps(
+        CONVERTER.unstructure(value), ensure_ascii=False, separators=(",", ":")
+    ).encode()
+
+
+def loads(data: bytes | str, kind: type[T], source: Path) -> T:
+    """Parse one JSON document as `kind`, or raise `MalformedFile` naming `source`."""
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise MalformedFile(source, f"not valid JSON ({error})") from None
+    if not isinstance(raw, dict):
+        raise MalformedFile(source, f"expected a JSON object for a {kind.__name__}")
+    version = raw.get("v", SCHEMA_VERSION)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise MalformedFile(
+            source, f"schema version {version!r} is newer than this shadowclone reads"
+        )
+    try:
+        return CONVERTER.structure(raw, kind)
+    except (BaseValidationError, ValueError, TypeError, KeyError) as error:
+        if isinstance(error, BaseValidationError):
+            detail = "; ".join(cattrs.transform_error(error))
+        else:
+            detail = str(error)
+        raise MalformedFile(source, f"not a valid {kind.__name__}: {detail}") from None
+
+
+def read(path: Path, kind: type[T]) -> T:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise MalformedFile(path, f"cannot read: {error.strerror or error}") from None
+    return loads(data, kind, path)
+
+
+def write(path: Path, value: object) -> None:
+    write_atomic(path, dumps(value) + b"\n")
