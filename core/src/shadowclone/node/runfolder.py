@@ -79,6 +79,12 @@ class RunFolder:
         return self.path / "progress.jsonl"
 
     @property
+    def deliveries_file(self) -> Path:
+        """Inbox lines serve has handed to the running clone, each once (R21); serve alone
+        appends here and the clone only reads."""
+        return self.path / "deliveries.jsonl"
+
+    @property
     def stop_file(self) -> Path:
         return self.path / "stop.json"
 
@@ -120,6 +126,9 @@ class RunFolder:
 
     def append_inbox(self, line: InboxLine) -> None:
         files.append_line(self.inbox_file, schemas.dumps(line))
+
+    def deliveries(self, start: int = 0) -> tuple[list[InboxLine], list[str], int]:
+        return read_json_lines(self.deliveries_file, InboxLine, start)
 
     def append_progress(self, line: ProgressLine) -> None:
         files.append_line(self.progress_file, schemas.dumps(line))
