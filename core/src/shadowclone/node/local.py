@@ -214,7 +214,11 @@ class LocalNode:
             return folder
 
     def _count_since(self, since: datetime) -> int:
-        """Clones requested since `since`, counted by the time in their ids: no file is read."""
+        """Clones requested since `since`, counted by the time in their ids: no file is read.
+
+        Ids carry whole seconds, so `since` is rounded down: a clone is counted for up to a
+        second longer than 24 hours, never a moment less."""
+        since = since.replace(microsecond=0)
         count = 0
         for folder in run_folders(self.paths.clones_dir):
             started = id_time(folder.id)
@@ -333,25 +337,23 @@ class LocalNode:
 
     def list(self, include_all: bool = False, limit: int = DEFAULT_LIST_LIMIT) -> Listing:
         """Active clones and the most recent others (all of them with `include_all`)."""
-        folders: dict[str, RunFolder] = {}
+        recent: list[str] = []
         for index, folder in enumerate(run_folders(self.paths.clones_dir)):
             if not include_all and index >= limit:
                 break
-            folders[folder.id] = folder
-        if not include_all:
-            with contextlib.suppress(FileNotFoundError):
-                for clone_id in os.listdir(self.paths.active_dir):
-                    if ID_PATTERN.match(clone_id):
-                        folders.setdefault(clone_id, RunFolder(self.paths.clones_dir / clone_id))
+            recent.append(folder.id)
         views: list[CloneView] = []
         problems: list[str] = []
-        for clone_id in sorted(folders, reverse=True):
+        for clone_id in recent:
             try:
-                views.append(self._view(folders[clone_id]))
+                views.append(self._view(RunFolder(self.paths.clones_dir / clone_id)))
             except FileNotFoundError:
-                continue  # a start in progress, or a stale marker
+                continue  # a start in progress
             except MalformedFile as error:
                 problems.append(str(error))
+        if not include_all:
+            shown = set(recent)
+            views.extend(v for v in self._active() if v.id not in shown)
         return Listing(views, problems)
 
     # ------------------------------------------------------------------ talking

@@ -1,0 +1,278 @@
+"""The node's operations and the admission rules of R11-R15, on a real clones folder."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import attrs
+import pytest
+from shadowclone.config import Paths
+from shadowclone.config.schema import ProviderConfig
+from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
+from shadowclone.node.local import LocalNode
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import (
+    Answer,
+    ChosenBy,
+    ProgressKind,
+    ProgressLine,
+    Question,
+    Record,
+    State,
+    Step,
+)
+from shadowclone.plugin import Family
+
+from tests.conftest import set_up, skip_or_fail
+
+
+def finish(node: LocalNode, clone_id: str, state: State = State.DONE) -> None:
+    """What serve writes when a clone ends."""
+    RunFolder(node.paths.clones_dir / clone_id).write_record(Record(id=clone_id, state=state))
+
+
+def ask(node: LocalNode, clone_id: str, qid: str = "q1", free_text: bool = False) -> None:
+    folder = RunFolder(node.paths.clones_dir / clone_id)
+    folder.write_record(Record(id=clone_id, state=State.RUNNING))
+    question = Question(qid, "Which database?", ("postgres", "sqlite"), "sqlite", free_text)
+    folder.append_progress(ProgressLine(Step.ENGINE, ProgressKind.QUESTION, question=question))
+
+
+def test_start_writes_a_request_that_list_and_get_show(node: LocalNode, home: Paths) -> None:
+    set_up(home)
+    view = node.start("acme/app#7", instructions="keep it small")
+    request = RunFolder(home.clones_dir / view.id).request()
+    assert request.target.key == "acme/app#7"
+    assert (request.engine, request.login, request.launcher) == ("scripted", "no-login", "fake")
+    assert request.instructions == "keep it small"
+    assert view.state is State.QUEUED
+    assert [v.id for v in node.list().clones] == [view.id]
+    assert node.get(view.id).target.key == "acme/app#7"
+    assert node.get(view.id[:10]).id == view.id  # a unique prefix is enough
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "kind"),
+    [
+        ("acme/app#7", "acme/app#7", None),
+        ("https://github.com/acme/app/issues/7", "acme/app#7", "issue"),
+        ("https://github.com/acme/app/pull/12", "acme/app#12", "pull"),
+        ("https://ghe.example.com/acme/app/pull/12/", "acme/app#12", "pull"),
+    ],
+)
+def test_start_takes_short_names_and_urls(
+    node: LocalNode, home: Paths, text: str, key: str, kind: str | None
+) -> None:
+    set_up(home)
+    view = node.start(text)
+    assert view.target.key == key
+    assert view.target.kind == kind
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "acme/app",
+        "acme#1",
+        "acme/app#0",
+        "acme/app#x",
+        "https://github.com/acme/app",
+        "",
+        "a b/c#1",
+        "https://github.com/acme/app/issues/7#issuecomment-1",
+        "ftp://github.com/acme/app/issues/7",
+    ],
+)
+def test_start_refuses_anything_else_with_one_line(node: LocalNode, home: Paths, text: str) -> None:
+    set_up(home)
+    with pytest.raises(BadInput) as refused:
+        node.start(text)
+    assert "expected owner/repo#N, or an issue or pull request URL" in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_start_refuses_a_repository_with_no_setup(node: LocalNode) -> None:
+    with pytest.raises(Refused, match=r"acme/app is not set up .*`shadowclone setup acme/app`"):
+        node.start("acme/app#1")
+
+
+def test_start_refuses_a_setup_from_an_earlier_config_version(node: LocalNode, home: Paths) -> None:
+    set_up(home, config_version=1)
+    node.start("acme/app#1")
+    newer = LocalNode(attrs.evolve(node.config, version=2), home, clock=node.clock)
+    with pytest.raises(
+        Refused, match="config version 1 .* now at version 2; run `shadowclone setup"
+    ):
+        newer.start("acme/app#2")
+
+
+def test_start_refuses_a_second_active_clone_for_one_issue(node: LocalNode, home: Paths) -> None:
+    set_up(home)
+    first = node.start("acme/app#1")
+    with pytest.raises(Refused, match=f"already has an active clone: {first.id}"):
+        node.start("https://github.com/acme/app/pull/1")
+    node.start("acme/app#2")  # another issue is fine
+    finish(node, first.id)
+    assert node.start("acme/app#1").state is State.QUEUED  # once ended, a new clone may start
+
+
+def test_a_stopped_queued_clone_is_no_longer_active(node: LocalNode, home: Paths) -> None:
+    set_up(home)
+    first = node.start("acme/app#1")
+    assert node.stop(first.id).state is State.STOPPED
+    assert node.start("acme/app#1").id != first.id
+
+
+def test_start_refuses_over_the_daily_limit(node: LocalNode, home: Paths) -> None:
+    set_up(home)
+    clock = [datetime(2026, 12, 2, 8, 0, tzinfo=UTC)]
+    limited = LocalNode(attrs.evolve(node.config, daily_clones=3), home, clock=lambda: clock[0])
+    for number in range(1, 4):
+        limited.start(f"acme/app#{number}")
+        clock[0] += timedelta(hours=1)
+    with pytest.raises(Refused, match=r"daily limit reached: 3 clones .*\(daily_clones = 3\)"):
+        limited.start("acme/app#4")
+    clock[0] = datetime(2026, 12, 3, 8, 0, 1, tzinfo=UTC)  # the first is now over 24 hours old
+    limited.start("acme/app#4")
+    with pytest.raises(Refused, match="daily limit"):
+        limited.start("acme/app#5")
+
+
+def test_chatgpt_plan_login_is_refused_on_a_public_repository(node: LocalNode, home: Paths) -> None:
+    set_up(home, visibility="public")
+    node.start("acme/app#1")  # the scripted engine's login has no such limit
+    plan = LocalNode(
+        attrs.evolve(node.config, providers={"codex": ProviderConfig(login="chatgpt-plan")}), home
+    )
+    if "codex" not in plan.registry.names(Family.ENGINE):
+        skip_or_fail("the codex engine plugin is not installed")
+    with pytest.raises(Refused, match="chatgpt-plan login never works on public acme/app"):
+        plan.start("acme/app#2", engine="codex")
+
+
+def test_unknown_clone_ids_are_one_clear_line(node: LocalNode) -> None:
+    for operation in (node.get, node.stop, lambda i: node.send(i, "hi")):
+        with pytest.raises(NotFound, match="no clone 'nope'; `shadowclone list` shows the clones"):
+            operation("nope")
+
+
+def test_send_appends_to_an_active_clones_inbox_only(node: LocalNode, home: Paths) -> None:
+    set_up(home)
+    view = node.start("acme/app#1")
+    line = node.send(view.id, "please also update the docs")
+    inbox, problems, _ = RunFolder(home.clones_dir / view.id).inbox()
+    assert [i.id for i in inbox] == [line.id] and not problems
+    with pytest.raises(BadInput):
+        node.send(view.id, "   ")
+    finish(node, view.id)
+    with pytest.raises(Refused, match="is done; it takes no messages"):
+        node.send(view.id, "too late")
+
+
+def test_answer_accepts_only_an_open_question(node: LocalNode, home: Paths) -> None:
+    set_up(home)
+    view = node.start("acme/app#1")
+    ask(node, view.id)
+    assert node.get(view.id).question is not None
+    with pytest.raises(NotFound, match="has no question 'q9'"):
+        node.answer(view.id, "q9", "sqlite")
+    with pytest.raises(BadInput, match="expected one of 'postgres', 'sqlite'"):
+        node.answer(view.id, "q1", "mysql")
+    assert node.answer(view.id, "q1", "2").text == "sqlite"
+    assert node.get(view.id).question is None  # answered, on its way to the clone
+    with pytest.raises(Refused, match="q1 is already answered"):
+        node.answer(view.id, "q1", "postgres")
+
+
+def test_answer_refuses_an_expired_question(node: LocalNode, home: Paths) -> None:
+    set_up(home)
+    view = node.start("acme/app#1")
+    ask(node, view.id)
+    RunFolder(home.clones_dir / view.id).append_progress(
+        ProgressLine(
+            Step.ENGINE, ProgressKind.ANSWER, answer=Answer("q1", "sqlite", ChosenBy.TIMEOUT)
+        )
+    )
+    with pytest.raises(Refused, match="q1 has expired: .* recommended option 'sqlite'"):
+        node.answer(view.id, "q1", "postgres")
+
+
+def test_free_text_answers_where_allowed(node: LocalNode, home: Paths) -> None:
+    set_up(home)
+    view = node.start("acme/app#1")
+    ask(node, view.id, free_text=True)
+    assert node.answer(view.id, "q1", "use duckdb").text == "use duckdb"
+
+
+def test_stop_writes_the_marker_and_refuses_an_ended_clone(node: LocalNode, home: Paths) -> None:
+    set_up(home)
+    view = node.start("acme/app#1")
+    RunFolder(home.clones_dir / view.id).write_record(Record(id=view.id, state=State.RUNNING))
+    stopped = node.stop(view.id)
+    assert stopped.stop_requested and stopped.state is State.RUNNING  # serve acts on it
+    assert RunFolder(home.clones_dir / view.id).stop_marker() is not None
+    with pytest.raises(Refused, match="is stopping; it takes no messages"):
+        node.send(view.id, "hi")
+    finish(node, view.id, State.STOPPED)
+    with pytest.raises(Refused, match="has already ended: stopped"):
+        node.stop(view.id)
+
+
+def test_malformed_files_are_reported_by_name_never_a_crash(node: LocalNode, home: Paths) -> None:
+    set_up(home)
+    good = node.start("acme/app#1")
+    bad = node.start("acme/app#2")
+    request_file = RunFolder(home.clones_dir / bad.id).request_file
+    request_file.write_text("{not json")
+    listing = node.list()
+    assert [v.id for v in listing.clones] == [good.id]
+    assert listing.problems == [
+        f"{request_file}: not valid JSON (Expecting property name "
+        "enclosed in double quotes: line 1 column 2 (char 1))"
+    ]
+    with pytest.raises(MalformedFile, match=str(request_file)):
+        node.get(bad.id)
+    folder = RunFolder(home.clones_dir / good.id)
+    folder.record_file.write_text('{"id": 3}')
+    folder.progress_file.write_text('{"step": "nope"}\n')
+    view = node.get(good.id)
+    assert view.state is State.QUEUED
+    assert any(str(folder.record_file) in p for p in view.problems)
+    assert any(str(folder.progress_file) in p for p in view.problems)
+
+
+def test_list_shows_recent_and_every_active_clone(node: LocalNode, home: Paths) -> None:
+    set_up(home)
+    clock = [datetime(2026, 12, 1, tzinfo=UTC)]
+    timed = LocalNode(node.config, home, clock=lambda: clock[0])
+    ids = []
+    for number in range(1, 8):
+        ids.append(timed.start(f"acme/app#{number}").id)
+        clock[0] += timedelta(minutes=1)
+    for clone_id in ids[1:]:
+        finish(node, clone_id)
+    shown = [v.id for v in timed.list(limit=3).clones]
+    assert shown == [ids[6], ids[5], ids[4], ids[0]]  # three newest, and the old active one
+    assert len(timed.list(include_all=True).clones) == 7
+
+
+def test_follow_streams_lines_until_the_final_line(node: LocalNode, home: Paths) -> None:
+    import threading
+    import time
+
+    set_up(home)
+    view = node.start("acme/app#1")
+    folder = RunFolder(home.clones_dir / view.id)
+    folder.append_progress(ProgressLine(Step.TARGET, ProgressKind.NOTE, "issue #1"))
+
+    def clone() -> None:
+        for text in ("cloned", "working"):
+            time.sleep(0.2)
+            folder.append_progress(ProgressLine(Step.WORKSPACE, ProgressKind.NOTE, text))
+        folder.append_progress(ProgressLine(Step.FINISH, ProgressKind.FINAL, "done"))
+
+    writer = threading.Thread(target=clone)
+    writer.start()
+    seen = [line.text for line in node.follow(view.id, poll_s=0.2)]
+    writer.join()
+    assert seen == ["issue #1", "cloned", "working", "done"]

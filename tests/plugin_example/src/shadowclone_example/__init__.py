@@ -1,0 +1,52 @@
+"""An example shadowclone plugin: a review stage that refuses added `breakpoint()` calls.
+
+docs/plugins.md walks through this file; tests/plugin/test_third_party.py installs it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+
+from shadowclone.plugin import (
+    ReviewContext,
+    ReviewResult,
+    ReviewStage,
+    ReviewStageRegistration,
+    hookimpl,
+)
+
+
+class NoBreakpoints:
+    """Reads the clone's diff (it never runs the repository's code, so it may review anyone's)."""
+
+    def run(self, context: ReviewContext) -> ReviewResult:
+        diff = subprocess.run(
+            ["git", "diff", context.base_ref, "--unified=0"],
+            cwd=context.workspace,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        added = [
+            line[1:].strip()
+            for line in diff.splitlines()
+            if line.startswith("+") and not line.startswith("+++") and "breakpoint()" in line
+        ]
+        if added:
+            return ReviewResult("no-breakpoints", False, f"{len(added)} breakpoint() calls added")
+        return ReviewResult("no-breakpoints", True, "no breakpoint() calls added")
+
+
+def _stage() -> ReviewStage:
+    return NoBreakpoints()
+
+
+@hookimpl
+def shadowclone_review_stages() -> Iterator[ReviewStageRegistration]:
+    yield ReviewStageRegistration(
+        name="no-breakpoints",
+        summary="fails when the change adds a breakpoint() call",
+        factory=_stage,
+        order=50,
+    )
