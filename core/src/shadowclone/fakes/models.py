@@ -541,7 +541,8 @@ class FakeModelServer:
         port: int = 0,
     ) -> None:
         self._script: list[Reply] = list(script)
-        self._rule = rule
+        self.rule = rule
+        """Asked before the script for each model request; may be set at any time."""
         self.final_text = final_text
         self._host = host
         self._port = port
@@ -625,8 +626,9 @@ class FakeModelServer:
             return len(self._script)
 
     def _next_reply(self, request: ModelRequest) -> Reply:
-        if self._rule is not None:
-            reply = self._rule(request)
+        rule = self.rule
+        if rule is not None:
+            reply = rule(request)
             if reply is not None:
                 return reply
         with self._lock:

@@ -1,0 +1,398 @@
+"""The Claude Code driver: `claude -p` in stream-json mode, steered by interrupts.
+
+One `claude` process serves a whole clone: each user line on its stdin starts a turn, and a
+`result` line on its stdout ends one. A message from the owner during a turn must interrupt it
+(a plain user line would only be folded into the running turn at its next tool call), so the
+driver sends the `interrupt` control request, waits for that turn's `result`, and then writes the
+message as the next user turn of the same session (PROTOCOLS.md A5). Messages that arrive
+meanwhile are queued and go out together; none is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import enum
+import itertools
+import json
+import logging
+import os
+import shutil
+import signal
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from shadowclone.errors import PluginUnavailable, Refused
+from shadowclone.plugin.types import (
+    EngineEvent,
+    EngineTask,
+    FinishedEvent,
+    Outcome,
+)
+
+from shadowclone_claude.processes import ProcessTree
+from shadowclone_claude.stream import StreamNormalizer
+
+log = logging.getLogger(__name__)
+
+PROGRAM = "claude"
+ASK_SERVER = "shadowclone_ask"
+"""The MCP server name the engine sees: its tool is `mcp__shadowclone_ask__ask`."""
+
+TREE_MARKER = "SHADOWCLONE_ENGINE_TREE"
+"""Set to a fresh value per session: every process the engine starts inherits it, so the
+session's processes can be found and ended even after they leave its process tree."""
+
+STOP_GRACE_S = 3.0
+"""How long `stop()` lets Claude Code end on SIGTERM before it kills the tree."""
+PIPE_DRAIN_S = 5.0
+"""How long to wait for the last output once the process is gone."""
+TOOL_TIMEOUT_MARGIN_S = 60.0
+"""Added to the ask wait limit, so Claude Code never cuts the ask tool short itself."""
+OUTPUT_TAIL_LINES = 30
+OUTPUT_LINE_LENGTH = 500
+LINE_LIMIT = 64 * 1024 * 1024
+"""stream-json lines carry whole tool results; asyncio's default 64 KiB is far too small."""
+
+
+def command_line(task: EngineTask, program: str = PROGRAM) -> list[str]:
+    """The argv that runs Claude Code on `task`."""
+    argv = [
+        program,
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        # The clone's container is the sandbox; nobody is there to approve a tool.
+        "--permission-mode",
+        "bypassPermissions",
+    ]
+    if task.ask_command:
+        command, *args = task.ask_command
+        servers = {ASK_SERVER: {"type": "stdio", "command": command, "args": args}}
+        argv += ["--mcp-config", json.dumps({"mcpServers": servers})]
+    argv.append("--strict-mcp-config")
+    if not task.web_tools:
+        argv += ["--disallowedTools", "WebFetch,WebSearch"]
+    if task.model:
+        argv += ["--model", task.model]
+    if task.limits.max_turns is not None:
+        argv += ["--max-turns", str(task.limits.max_turns)]
+    return argv
+
+
+def config_dir(task: EngineTask) -> Path:
+    """Claude Code's own settings and session files, private to this clone."""
+    return task.state_dir / "claude"
+
+
+def engine_env(task: EngineTask, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of the `claude` process: ours, the task's, and the switches that keep a
+    headless Claude Code quiet, private and patient with the ask tool."""
+    env = dict(os.environ if base is None else base)
+    # Set when the run program itself runs under Claude Code; it would change the child's mode.
+    env.pop("CLAUDECODE", None)
+    env.update(task.env)
+    tool_timeout_ms = int((task.limits.ask_timeout_s + TOOL_TIMEOUT_MARGIN_S) * 1000)
+    env.update(
+        {
+            "CLAUDE_CONFIG_DIR": str(config_dir(task)),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            # bypassPermissions refuses to run as root without it (CI runs as root).
+            "IS_SANDBOX": "1",
+            "MCP_TOOL_TIMEOUT": str(tool_timeout_ms),
+            # Otherwise MCP tools hide behind ToolSearch and the model may not find `ask`.
+            "ENABLE_TOOL_SEARCH": "false",
+        }
+    )
+    return env
+
+
+class ClaudeEngine:
+    """Starts Claude Code sessions (the `Engine` protocol)."""
+
+    def __init__(self, program: str = PROGRAM) -> None:
+        self.program = program
+
+    async def launch(self, task: EngineTask) -> ClaudeSession:
+        env = engine_env(task)
+        program = shutil.which(self.program, path=env.get("PATH"))
+        if program is None:
+            raise PluginUnavailable(
+                f"the Claude Code program {self.program!r} is not on PATH; install "
+                "@anthropic-ai/claude-code (scripts/install-engines does it for the tests)"
+            )
+        config_dir(task).mkdir(parents=True, exist_ok=True)
+        env[TREE_MARKER] = uuid.uuid4().hex
+        process = await asyncio.create_subprocess_exec(
+            *command_line(task, program),
+            cwd=task.workspace,
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            # Its own process group, so a stop reaches everything it started.
+            start_new_session=True,
+            limit=LINE_LIMIT,
+        )
+        log.info("started Claude Code (pid %d) in %s", process.pid, task.workspace)
+        session = ClaudeSession(process, ProcessTree(process.pid, (TREE_MARKER, env[TREE_MARKER])))
+        await session.begin(task.prompt)
+        return session
+
+
+class _Turn(enum.Enum):
+    IDLE = "idle"
+    """Between turns: a user line starts the next one."""
+    RUNNING = "running"
+    INTERRUPTING = "interrupting"
+    """The interrupt is sent; the turn's `result` line has not come yet."""
+
+
+class ClaudeSession:
+    """One running `claude` process (the `EngineSession` protocol)."""
+
+    def __init__(self, process: asyncio.subprocess.Process, tree: ProcessTree) -> None:
+        self._process = process
+        self._tree = tree
+        self._normalizer = StreamNormalizer()
+        self._events: asyncio.Queue[EngineEvent] = asyncio.Queue()
+        self._lock = asyncio.Lock()
+        self._turn = _Turn.IDLE
+        self._pending: list[str] = []
+        self._closing = False
+        self._stdin_closed = False
+        self._stopping = False
+        self._request_ids = itertools.count(1)
+        self._tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_TAIL_LINES)
+        self._last_error = ""
+        self._readers = [
+            asyncio.create_task(self._read_stdout(), name="claude-stdout"),
+            asyncio.create_task(self._read_stderr(), name="claude-stderr"),
+        ]
+        self._watcher = asyncio.create_task(self._tree.watch(), name="claude-tree")
+        self._done = asyncio.create_task(self._supervise(), name="claude-exit")
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    # ---- the EngineSession protocol
+
+    async def events(self) -> AsyncIterator[EngineEvent]:
+        while True:
+            event = await self._events.get()
+            yield event
+            if isinstance(event, FinishedEvent):
+                return
+
+    async def send(self, message: str) -> None:
+        async with self._lock:
+            if self._done.done() or self._closing:
+                raise Refused("the Claude Code session takes no more messages: it is ending")
+            if self._turn is _Turn.IDLE:
+                await self._write_user([message])
+                return
+            self._pending.append(message)
+            if self._turn is _Turn.RUNNING:
+                self._turn = _Turn.INTERRUPTING
+                await self._write(
+                    {
+                        "type": "control_request",
+                        "request_id": f"shadowclone_interrupt_{next(self._request_ids)}",
+                        "request": {"subtype": "interrupt"},
+                    }
+                )
+
+    async def close(self) -> None:
+        async with self._lock:
+            self._closing = True
+            if self._turn is _Turn.IDLE and not self._pending:
+                self._close_stdin()
+
+    async def stop(self) -> None:
+        if self._done.done():
+            return
+        self._stopping = True
+        self._tree.signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(self._done), STOP_GRACE_S)
+        except TimeoutError:
+            log.info("Claude Code (pid %d) outlived SIGTERM; killing its tree", self.pid)
+            self._tree.signal(signal.SIGKILL)
+            await self._done
+
+    # ---- writing
+
+    async def begin(self, prompt: str) -> None:
+        async with self._lock:
+            await self._write_user([prompt])
+
+    async def _write(self, line: Mapping[str, Any]) -> None:
+        stdin = self._process.stdin
+        if stdin is None or self._stdin_closed:
+            raise Refused("the Claude Code session's input is closed")
+        try:
+            stdin.write(json.dumps(line).encode() + b"\n")
+            await stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as error:
+            raise Refused(f"Claude Code stopped reading its input: {error}") from error
+
+    async def _write_user(self, messages: Sequence[str]) -> None:
+        """Start a turn with `messages`, one text block each."""
+        content: str | list[dict[str, str]] = (
+            messages[0]
+            if len(messages) == 1
+            else [{"type": "text", "text": message} for message in messages]
+        )
+        await self._write(
+            {
+                "type": "user",
+                "message": {"role": "user", "content": content},
+                "parent_tool_use_id": None,
+                "session_id": "default",
+            }
+        )
+        self._turn = _Turn.RUNNING
+
+    def _close_stdin(self) -> None:
+        if self._process.stdin is not None and not self._stdin_closed:
+            self._stdin_closed = True
+            self._process.stdin.close()
+
+    # ---- reading
+
+    def _keep(self, line: str) -> None:
+        self._tail.append(line[:OUTPUT_LINE_LENGTH])
+
+    async def _read_stdout(self) -> None:
+        assert self._process.stdout is not None
+        async for raw in self._process.stdout:
+            text = raw.decode(errors="replace").rstrip("\n")
+            if not text.strip():
+                continue
+            self._keep(text)
+            if not text.startswith("{"):
+                log.debug("claude: %s", text)
+                continue
+            try:
+                line = json.loads(text)
+            except ValueError:
+                log.warning("claude wrote a line that is not JSON: %.200s", text)
+                continue
+            if isinstance(line, dict):
+                await self._on_line(line)
+
+    async def _read_stderr(self) -> None:
+        assert self._process.stderr is not None
+        async for raw in self._process.stderr:
+            text = raw.decode(errors="replace").rstrip("\n")
+            if text.strip():
+                self._keep(text)
+                log.debug("claude stderr: %s", text)
+
+    async def _on_line(self, line: dict[str, Any]) -> None:
+        kind = line.get("type")
+        if kind == "result":
+            await self._on_result(line)
+            return
+        if kind == "control_request":
+            await self._answer_control_request(line)
+        elif kind == "control_response":
+            response = line.get("response") or {}
+            if response.get("subtype") == "error":
+                log.warning("Claude Code refused a control request: %s", response.get("error"))
+        elif kind == "system" and line.get("subtype") == "init":
+            self._check_init(line)
+        for event in self._normalizer.events(line):
+            self._events.put_nowait(event)
+
+    async def _on_result(self, result: dict[str, Any]) -> None:
+        if result.get("is_error") and self._turn is not _Turn.INTERRUPTING:
+            self._last_error = str(result.get("result") or result.get("errors") or "")
+            log.warning("Claude Code ended a turn with an error: %.500s", self._last_error)
+        for event in self._normalizer.events(result):
+            self._events.put_nowait(event)
+        async with self._lock:
+            if self._pending:
+                messages, self._pending = self._pending, []
+                try:
+                    await self._write_user(messages)
+                except Refused:
+                    # The process is going away; the outcome will say so.
+                    log.warning("Claude Code ended before %d queued messages", len(messages))
+                    self._turn = _Turn.IDLE
+                return
+            self._turn = _Turn.IDLE
+            if self._closing:
+                self._close_stdin()
+
+    async def _answer_control_request(self, line: Mapping[str, Any]) -> None:
+        """Claude Code asks the driver something: allow every tool (the container is the
+        sandbox) and refuse what this driver does not offer, so it never waits for us."""
+        request = line.get("request") or {}
+        request_id = line.get("request_id")
+        if request.get("subtype") == "can_use_tool":
+            response: dict[str, Any] = {
+                "subtype": "success",
+                "request_id": request_id,
+                "response": {"behavior": "allow", "updatedInput": request.get("input") or {}},
+            }
+        else:
+            response = {
+                "subtype": "error",
+                "request_id": request_id,
+                "error": f"shadowclone does not handle {request.get('subtype')!r}",
+            }
+        async with self._lock:
+            with contextlib.suppress(Refused):
+                await self._write({"type": "control_response", "response": response})
+
+    def _check_init(self, line: Mapping[str, Any]) -> None:
+        for server in line.get("mcp_servers") or []:
+            if isinstance(server, Mapping) and server.get("status") != "connected":
+                log.warning(
+                    "MCP server %s is %s in Claude Code", server.get("name"), server.get("status")
+                )
+
+    # ---- the end
+
+    async def _supervise(self) -> None:
+        """Wait for the process to end, clean up what it left, and report the outcome."""
+        try:
+            returncode = await self._process.wait()
+            # Whatever it started dies with it, also so that no orphan holds our pipes open.
+            self._tree.signal(signal.SIGKILL)
+            _, late = await asyncio.wait(self._readers, timeout=PIPE_DRAIN_S)
+            for reader in late:
+                reader.cancel()
+        finally:
+            self._watcher.cancel()
+        outcome, detail = self._outcome(returncode)
+        log.info("Claude Code (pid %d) ended: %s %s", self.pid, outcome.value, detail[:200])
+        self._events.put_nowait(FinishedEvent(outcome, detail))
+
+    def _outcome(self, returncode: int) -> tuple[Outcome, str]:
+        if self._stopping:
+            return Outcome.STOPPED, ""
+        if returncode == 0 and self._stdin_closed:
+            return Outcome.DONE, ""
+        if returncode < 0:
+            how = f"was killed by {signal.Signals(-returncode).name}"
+        elif returncode == 0:
+            how = "exited on its own before it was told to"
+        else:
+            how = f"exited with code {returncode}"
+        when = "between turns" if self._turn is _Turn.IDLE else "during a turn"
+        detail = f"Claude Code {how} {when}"
+        if self._last_error:
+            detail += f"; its last error: {self._last_error}"
+        if self._tail:
+            detail += "; last output:\n" + "\n".join(self._tail)
+        return Outcome.FAILED, detail

@@ -1,0 +1,115 @@
+"""Claude Code's stream-json output turned into the engine events of `shadowclone.plugin`.
+
+Pure functions of the lines, so recorded transcripts can test them. The shapes are those of
+Claude Code 2.1.332 (PROTOCOLS.md A3): one `assistant` line per content block, a `result` line
+that ends each turn (an interrupted one has subtype `error_during_execution`, a
+`terminal_reason` of `aborted_*` and no `result` key), many other line types that are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from shadowclone.plugin.types import (
+    EngineEvent,
+    TextEvent,
+    ToolUseEvent,
+    TurnEndedEvent,
+    UsageEvent,
+)
+
+DETAIL_LENGTH = 200
+"""A tool use's detail is one line of at most this many characters."""
+
+DETAIL_KEYS = (
+    "command",
+    "file_path",
+    "notebook_path",
+    "path",
+    "pattern",
+    "url",
+    "query",
+    "question",
+    "description",
+    "prompt",
+)
+"""Input keys that best say what a tool call does, most telling first."""
+
+INTERRUPTED_REASONS = frozenset({"aborted_streaming", "aborted_tools"})
+
+
+def one_line(text: str, length: int = DETAIL_LENGTH) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= length else line[: length - 1] + "…"
+
+
+def tool_detail(tool_input: object) -> str:
+    """A one-line summary of a tool call's input: its command, path, query... or its JSON."""
+    if not isinstance(tool_input, Mapping):
+        return ""
+    for key in DETAIL_KEYS:
+        value = tool_input.get(key)
+        if isinstance(value, str) and value.strip():
+            return one_line(value)
+    return one_line(json.dumps(tool_input, ensure_ascii=False)) if tool_input else ""
+
+
+def is_interrupted(result: Mapping[str, Any]) -> bool:
+    """True for the `result` line of a turn that an interrupt cut short."""
+    return result.get("terminal_reason") in INTERRUPTED_REASONS
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+class StreamNormalizer:
+    """Turns parsed stream-json lines into engine events, one line at a time.
+
+    It remembers the session's cost so far: Claude Code's `total_cost_usd` counts the whole
+    session, while `UsageEvent` reports the turn that just ended, as `usage` does.
+    """
+
+    def __init__(self) -> None:
+        self._session_cost_usd = 0.0
+
+    def events(self, line: Mapping[str, Any]) -> list[EngineEvent]:
+        kind = line.get("type")
+        if kind == "assistant":
+            return list(self._assistant(line))
+        if kind == "result":
+            return [self._usage(line), TurnEndedEvent(interrupted=is_interrupted(line))]
+        return []
+
+    def _assistant(self, line: Mapping[str, Any]) -> Iterator[EngineEvent]:
+        message = line.get("message")
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, Mapping):
+                continue
+            if block.get("type") == "text":
+                text = block.get("text")
+                if isinstance(text, str) and text.strip():
+                    yield TextEvent(text)
+            elif block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use"):
+                yield ToolUseEvent(str(block.get("name", "")), tool_detail(block.get("input")))
+
+    def _usage(self, result: Mapping[str, Any]) -> UsageEvent:
+        usage = result.get("usage")
+        usage = usage if isinstance(usage, Mapping) else {}
+        input_tokens = sum(
+            _int(usage.get(key))
+            for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        )
+        total = result.get("total_cost_usd")
+        cost: float | None = None
+        if isinstance(total, int | float):
+            cost = max(0.0, float(total) - self._session_cost_usd)
+            self._session_cost_usd = float(total)
+        return UsageEvent(
+            input_tokens=input_tokens,
+            output_tokens=_int(usage.get("output_tokens")),
+            cost_usd=cost,
+        )
