@@ -295,6 +295,18 @@ class EngineScenarios(abc.ABC):
         await watch.session.close()
         assert (await watch.finished()).outcome is Outcome.DONE
 
+    async def test_close_during_a_turn_lets_the_turn_finish(self, harness: Harness) -> None:
+        harness.server.add(Text("one two three four five six seven eight", chunk_delay_s=0.2))
+
+        watch = await harness.launch("Count to eight.")
+        await harness.wait_for_request(lambda request: True)
+        await watch.session.close()
+
+        await watch.turn_ended()
+        assert "one two three four five six seven eight" in watch.texts()
+        finished = await watch.finished()
+        assert finished.outcome is Outcome.DONE, finished.detail
+
     # ---- messages during a turn
 
     MESSAGE = "Owner says: also add a CHANGELOG entry."

@@ -1,12 +1,15 @@
-"""The scenario suite against the real Claude Code CLI and the fake model server."""
+"""The scenario suite against the real Claude Code CLI and the fake model server, and what is
+particular to Claude Code: a message during a turn goes through an interrupt."""
 
 from __future__ import annotations
 
-from shadowclone.fakes.models import FakeModelServer
-from shadowclone.plugin.types import Engine
+import pytest
+from shadowclone.errors import Refused
+from shadowclone.fakes.models import FakeModelServer, Text
+from shadowclone.plugin.types import Engine, Outcome, TextEvent, TurnEndedEvent
 from shadowclone_claude import shadowclone_engines
 
-from tests.engines.scenarios import EngineScenarios
+from tests.engines.scenarios import EngineScenarios, Harness
 
 
 class TestClaude(EngineScenarios):
@@ -18,3 +21,37 @@ class TestClaude(EngineScenarios):
 
     def provider_env(self, server: FakeModelServer) -> dict[str, str]:
         return {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-ant-fake-key"}
+
+    async def test_a_message_mid_turn_interrupts_and_starts_a_new_turn(
+        self, harness: Harness
+    ) -> None:
+        harness.server.add(Text("word " * 400, chunk_delay_s=0.2))
+        self.answer_the_message(harness)
+
+        watch = await harness.launch("Write a long essay.")
+        await harness.wait_for_request(lambda request: True)
+        await watch.session.send(self.MESSAGE)
+        await watch.next(TurnEndedEvent, lambda event: event.interrupted)
+        await watch.next(TextEvent, lambda event: "Heard you." in event.text)
+        await watch.turn_ended()
+
+        # Not folded into the running turn: the CLI recorded an interruption, and the message
+        # is a user turn of its own after it.
+        request = harness.server.wait_for_text(self.MESSAGE, timeout=1)
+        (last_message,) = request.user_messages()[-1:]
+        assert last_message[-1] == self.MESSAGE
+        assert any("[Request interrupted by user" in text for text in request.user_texts())
+        assert request.tool_results() == []
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
+
+    async def test_a_message_after_the_end_is_refused(self, harness: Harness) -> None:
+        harness.server.add(Text("Done."))
+
+        watch = await harness.launch("Say done.")
+        await watch.turn_ended()
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
+
+        with pytest.raises(Refused):
+            await watch.session.send("Too late.")
