@@ -39,7 +39,7 @@ def json_option(function: F) -> F:
 
 
 def emit_json(value: object) -> None:
-    data = value if isinstance(value, dict | list) else CONVERTER.unstructure(value)
+    data = CONVERTER.unstructure(value)
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 

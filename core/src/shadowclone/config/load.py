@@ -36,10 +36,17 @@ def _strict(kind: type[Any]) -> Any:
     return structure
 
 
+def _strict_strings(value: Any, _type: type[Any]) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of strings, got {value!r}")
+    return list(value)
+
+
 def make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
     for kind in _TYPE_NAMES:
         converter.register_structure_hook(kind, _strict(kind))
+    converter.register_structure_hook_func(lambda t: t == list[str], _strict_strings)
     return converter
 
 
