@@ -1,0 +1,171 @@
+"""The fake GitHub's state: users, tokens, repositories, issues and pull requests.
+
+Kept as attrs classes and written to one JSON file after every change, so a fake GitHub started
+again on the same folder finds everything as it was (the bare git repositories sit beside it).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+from typing import Literal
+
+import attrs
+from cattrs.preconf.json import make_converter
+
+Permission = Literal["admin", "write", "read", "none"]
+PERMISSIONS: tuple[Permission, ...] = ("admin", "write", "read", "none")
+
+_converter = make_converter(forbid_extra_keys=True)
+
+
+def now() -> str:
+    """GitHub's timestamp format."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def owner_of(full_name: str) -> str:
+    return full_name.partition("/")[0]
+
+
+class ApiError(Exception):
+    """A refusal the REST API answers with `status` and GitHub's JSON error body."""
+
+    def __init__(self, status: int, message: str, errors: tuple[dict[str, str], ...] = ()) -> None:
+        super().__init__(f"{status} {message}")
+        self.status = status
+        self.message = message
+        self.errors = errors
+
+
+@attrs.frozen
+class User:
+    login: str
+    name: str
+    email: str
+    id: int
+
+
+@attrs.frozen
+class Comment:
+    id: int
+    author: str
+    body: str
+    created_at: str
+
+
+@attrs.frozen
+class PullFields:
+    """What makes an issue a pull request: where its commits come from and go to."""
+
+    head_repo: str
+    """Full name of the repository holding the head branch: the base repository or a fork."""
+    head_ref: str
+    base_ref: str
+    draft: bool = False
+
+
+@attrs.frozen
+class Issue:
+    """An issue or, with `pull` set, a pull request: on GitHub they share one numbering."""
+
+    number: int
+    id: int
+    title: str
+    body: str
+    author: str
+    created_at: str
+    updated_at: str
+    state: Literal["open", "closed"] = "open"
+    pull: PullFields | None = None
+    comments: tuple[Comment, ...] = ()
+
+    @property
+    def is_pull_request(self) -> bool:
+        return self.pull is not None
+
+
+@attrs.define
+class Repo:
+    owner: str
+    name: str
+    id: int
+    private: bool
+    default_branch: str
+    created_at: str
+    fork_of: str | None = None
+    collaborators: dict[str, Permission] = attrs.Factory(dict)
+    protected_branches: list[str] = attrs.Factory(list)
+    push_denied: list[str] = attrs.Factory(list)
+    """Logins whose pushes are refused whatever their permission."""
+    issues: dict[int, Issue] = attrs.Factory(dict)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    def permission(self, login: str | None) -> Permission:
+        """What `login` may do here, as GitHub's collaborator permission names it."""
+        if login is not None and login == self.owner:
+            return "admin"
+        if login is not None and login in self.collaborators:
+            return self.collaborators[login]
+        return "none" if self.private else "read"
+
+
+@attrs.define
+class State:
+    users: dict[str, User] = attrs.Factory(dict)
+    tokens: dict[str, str] = attrs.Factory(dict)
+    """Token to login."""
+    repos: dict[str, Repo] = attrs.Factory(dict)
+    last_id: int = 0
+
+    def next_id(self) -> int:
+        self.last_id += 1
+        return self.last_id
+
+
+@attrs.frozen
+class LoggedRequest:
+    """One request the server received, REST or git, as a test sees it afterwards."""
+
+    method: str
+    path: str
+    """The request target, query string included."""
+    user: str | None
+    """The login the token named, or None for an anonymous or refused request."""
+    status: int
+
+    @property
+    def is_write(self) -> bool:
+        """True for anything that could change GitHub: a REST call other than GET or HEAD, or a
+        git push (fetches POST too, to `git-upload-pack`, and are reads; so does the ref listing
+        before a push)."""
+        path = self.path.partition("?")[0]
+        if ".git/" in path:
+            return path.endswith("/git-receive-pack")
+        return self.method not in ("GET", "HEAD")
+
+
+def load_state(path: Path) -> State:
+    if not path.exists():
+        return State()
+    return _converter.loads(path.read_text(encoding="utf-8"), State)
+
+
+def save_state(path: Path, state: State) -> None:
+    """Atomic, so a restart never reads half a file; no fsync, as a fake needs to survive a
+    restart of the server, not of the machine, and tests save after every change."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(_converter.dumps(state, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def dump_request(request: LoggedRequest) -> str:
+    return _converter.dumps(request)
+
+
+def load_request(line: str) -> LoggedRequest:
+    return _converter.loads(line, LoggedRequest)
