@@ -1,1 +1,1 @@
-"""Local stand-ins for GitHub and the model APIs: the demo, the tests and the benchmarks run against them."""
+"""Local stand-ins for GitHub and the model APIs, for the demo, the tests and the benchmarks."""

@@ -1,0 +1,37 @@
+# The two commands of the README: `make demo` and `make test`. Each needs only Python 3.11+:
+# it installs uv with pip if it is missing, creates .venv and installs the workspace into it.
+PYTHON ?= python3
+UV := $(PYTHON) -m uv
+VENV := .venv
+STAMP := $(VENV)/.synced
+
+.PHONY: demo test lint typecheck unit engines bench clean
+
+$(STAMP): pyproject.toml uv.lock core/pyproject.toml $(wildcard plugins/*/pyproject.toml)
+	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check uv
+	$(UV) sync --frozen --python $(PYTHON)
+	@touch $@
+
+demo: $(STAMP)
+	$(VENV)/bin/shadowclone demo
+
+engines:
+	scripts/install-engines
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test: $(STAMP) engines lint typecheck unit
+
+bench: $(STAMP)
+	$(VENV)/bin/python bench/node_ops.py
+
+clean:
+	rm -rf $(VENV) tools

@@ -1,0 +1,57 @@
+"""`shadowclone serve`: run the clones of this machine in the foreground."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+import click
+
+from shadowclone.cli.app import App
+from shadowclone.serve.loop import ServeSettings, serve_clones
+
+pass_app = click.make_pass_decorator(App, ensure=True)
+
+
+@click.command()
+@click.option(
+    "--stop-grace",
+    type=click.FloatRange(min=0),
+    default=ServeSettings.stop_grace_s,
+    show_default=True,
+    help="Seconds a stopped clone has to save its work before it is made to end.",
+)
+@pass_app
+def serve(app: App, stop_grace: float) -> None:
+    """Start queued clones, deliver messages and answers, and record how each clone ends.
+
+    Runs until SIGTERM or Ctrl-C; clones keep running and the next serve takes them up. Logs
+    to stderr and to serve.log in the clones folder.
+    """
+    node = app.node()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    package = logging.getLogger("shadowclone")
+    package.addHandler(handler)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        logging.getLogger(__name__).info("%s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        serve_clones(
+            node.config,
+            node.paths,
+            registry=node.registry,
+            stop_event=stop,
+            settings=ServeSettings(stop_grace_s=stop_grace),
+        )
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+        package.removeHandler(handler)
