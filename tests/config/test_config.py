@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from shadowclone.config import Paths, default_paths, init_config, load_config, set_value
 from shadowclone.config.schema import Config
 from shadowclone.errors import ConfigError

@@ -9,7 +9,6 @@ import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from shadowclone.errors import MalformedFile
 from shadowclone.node import files, schemas
 from shadowclone.node.runfolder import RunFolder
