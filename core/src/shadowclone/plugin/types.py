@@ -161,6 +161,9 @@ class EngineRegistration:
     factory: Callable[[], Engine]
     logins: tuple[str, ...] = ()
     """Names of the secret providers this engine can log in with, in order of preference."""
+    base_url_env: str | None = None
+    """The variable through which the engine takes a provider's API base URL (a gateway, or a
+    fake model server in tests): the run program sets it from `[providers.NAME] base_url`."""
 
 
 # --------------------------------------------------------------------------- launchers

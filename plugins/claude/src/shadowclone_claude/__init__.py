@@ -23,4 +23,5 @@ def shadowclone_engines() -> Iterator[EngineRegistration]:
         summary="Claude Code (`claude -p`, stream-json); a message interrupts the running turn",
         factory=_make_engine,
         logins=("claude-api-key", "claude-subscription"),
+        base_url_env="ANTHROPIC_BASE_URL",
     )
