@@ -1,0 +1,317 @@
+"""`redact_secrets` (R32): nothing the clone reports may carry a secret out of the container.
+
+Two kinds of thing are replaced by `MARKER`:
+
+- every given secret value (the values of the secrets file), in each form it is likely to take in
+  a report or a log: as is; wrapped or split, with whitespace (also JSON `\\n` or `%0A`) between any
+  two of its characters; with any of its characters percent-encoded (any subset, either hex case)
+  or JSON-escaped (`\\u0041`, `\\"`, `\\/`); and base64-encoded (standard or URL-safe alphabet,
+  padded or not, line-wrapped, also inside a longer base64 text such as a Basic credential, where
+  at most the one or two base64 characters shared with the text around it are left);
+- every token of a known shape, whoever's it is: GitHub (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`,
+  `github_pat_`), Anthropic (`sk-ant-`), OpenAI (`sk-`, `sk-proj-`), AWS access key ids and
+  secret keys named as such, JWTs, Slack, Google API keys, npm tokens, private key blocks, and the
+  credential after `Authorization:`/`Bearer` and in `scheme://user:password@` URLs.
+
+Secret values shorter than `MIN_SECRET_LENGTH` characters (whitespace not counted) are skipped:
+redacting every `1234` or `true` in a report would destroy it and hide nothing worth hiding. A
+value's own whitespace is ignored (`"ab cd"` is matched as `abcd`). Pass leaf values (each token
+in a Codex `auth.json`), not whole documents.
+
+Text with no secret and no token shape comes back byte for byte unchanged, and redaction is
+idempotent: a marker is never redacted again, so `redact(redact(t)) == redact(t)`.
+
+Speed: each secret's patterns are compiled once per set of secrets (`Redactor`, cached by
+`redact_secrets`). Before running a secret's patterns over the text, a cheap check looks for the
+tail of the secret in a decoded view of the text (JSON escapes and percent-encoding decoded,
+whitespace removed), so text without the secret costs one decode and one substring search per
+form, not a regex scan.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import functools
+import re
+import string
+import urllib.parse
+from collections.abc import Iterable, Iterator, Sequence
+
+import attrs
+
+MARKER = "[redacted]"
+MIN_SECRET_LENGTH = 8
+
+_ASCII_WHITESPACE = {code: None for code in range(128) if chr(code).isspace()}
+# Between two characters of a secret: whitespace as is, JSON-escaped or percent-encoded.
+_GAP = r"(?:\s|\\[nrt]|%(?:0[9aAdD]|20))*"
+_JSON_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f"}
+# An escape that starts before a secret can take up to seven of its first characters into the
+# decoded view (a `\` before `u0025...`, then the `%` that makes with the next two); the quick
+# check looks only past them.
+_ANCHOR_SKIP = 8
+
+_WORD = frozenset(string.ascii_letters + string.digits + "_")
+_WORD_DASH = _WORD | {"-"}
+
+
+@attrs.frozen
+class _Shape:
+    """A token shape. The pattern starts with a literal, so the regex engine can skip ahead to it;
+    the check that no token character comes just before is done here, not by a lookbehind, which
+    would make the engine try the pattern at every position."""
+
+    pattern: re.Pattern[str]
+    not_after: frozenset[str] = frozenset()
+    hints: tuple[str, ...] = ()
+    """For a pattern whose literal is common letters: one of these must be in the lowercased
+    text, or the pattern is not run."""
+
+    def spans(self, text: str, lowered: str) -> Iterator[tuple[int, int]]:
+        if self.hints and not any(hint in lowered for hint in self.hints):
+            return
+        position = 0
+        while match := self.pattern.search(text, position):
+            start = match.start()
+            if start and text[start - 1] in self.not_after:
+                position = start + 1
+                continue
+            yield match.span("secret")
+            position = match.end()
+
+
+_TOKEN_SHAPES = (
+    # GitHub: classic, OAuth, user-to-server, server-to-server, refresh; fine-grained.
+    _Shape(re.compile(r"(?P<secret>gh[pousr]_[A-Za-z0-9]{16,})"), _WORD),
+    _Shape(re.compile(r"(?P<secret>github_pat_[A-Za-z0-9_]{16,})"), _WORD),
+    # Anthropic (api and oauth); OpenAI (legacy, project, service account, admin).
+    _Shape(re.compile(r"(?P<secret>sk-ant-[A-Za-z0-9_-]{16,})"), _WORD_DASH),
+    _Shape(re.compile(r"(?P<secret>sk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{16,})"), _WORD_DASH),
+    # AWS: access key ids by shape, secret keys only where named.
+    _Shape(re.compile(r"(?P<secret>A(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16})(?![A-Z0-9])"), _WORD),
+    _Shape(
+        re.compile(
+            r"(?:aws_secret_access_key|AWS_SECRET_ACCESS_KEY|SecretAccessKey|secretAccessKey"
+            r"|secret_access_key)[\"']?\s*[:=]\s*[\"']?(?P<secret>[A-Za-z0-9/+=]{20,})"
+        ),
+        hints=("secret_access_key", "secretaccesskey"),
+    ),
+    # JWTs: a JSON header and payload, base64url.
+    _Shape(
+        re.compile(r"(?P<secret>eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*)"),
+        _WORD_DASH,
+    ),
+    # Slack, Google API keys, npm.
+    _Shape(re.compile(r"(?P<secret>xox[abposr]-[A-Za-z0-9-]{10,})"), _WORD_DASH),
+    _Shape(re.compile(r"(?P<secret>AIza[A-Za-z0-9_-]{35})"), _WORD_DASH),
+    _Shape(re.compile(r"(?P<secret>npm_[A-Za-z0-9]{36})"), _WORD),
+    # Private keys: the body between the armour lines.
+    _Shape(
+        re.compile(
+            r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY-----(?P<secret>(?s:.+?))"
+            r"-----END[A-Z0-9 ]{0,30} PRIVATE KEY-----"
+        )
+    ),
+    # Credentials by position: headers, bearer tokens, passwords in URLs.
+    _Shape(
+        re.compile(
+            r"(?:Authorization|authorization|AUTHORIZATION)[\"']?\s*[:=]\s*[\"']?"
+            r"(?i:bearer|basic|token|bot)\s+(?P<secret>[A-Za-z0-9._~+/=-]+)"
+        ),
+        hints=("authorization",),
+    ),
+    _Shape(
+        re.compile(
+            r"(?:Bearer|bearer|BEARER)\s+"
+            r"(?P<secret>(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*)"
+        ),
+        _WORD,
+        hints=("bearer",),
+    ),
+    _Shape(re.compile(r"://[^/\s:@\[\]?#]*:(?P<secret>[^/\s@\[\]?#]+)@")),
+    _Shape(re.compile(r"x-access-token:(?P<secret>[^/\s:@\[\]?#]+)@")),
+)
+
+_JSON_ESCAPE = re.compile(
+    r"\\(?:u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|u([0-9a-fA-F]{4})|([\"\\/bfnrt]))"
+)
+_JSON_SHORT_DECODED = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+@attrs.frozen
+class _Form:
+    """One way a secret may be written: its pattern, and the text that must appear in the decoded
+    view for the pattern to have a chance (empty: always scan). The pattern is compiled the first
+    time the anchor is seen: most forms of most secrets never are."""
+
+    source: str
+    anchor: str
+
+
+class Redactor:
+    """Redacts one set of secrets; build once, call on each progress line and on the report."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        values = sorted({_without_whitespace(secret) for secret in secrets})
+        values = [value for value in values if len(value) >= MIN_SECRET_LENGTH]
+        forms: dict[str, _Form] = {}
+        for value in values:
+            for form in _forms_of(value):
+                forms.setdefault(form.source, form)
+        self._forms = tuple(forms.values())
+        # Only a secret with a bracket can match across a marker this pass inserts; then redact
+        # again until nothing changes (see `_replace` for why that ends).
+        self._again = any("[" in value or "]" in value for value in values)
+
+    def __call__(self, text: str) -> str:
+        while True:
+            redacted = self._once(text)
+            if redacted == text or not self._again:
+                return redacted
+            text = redacted
+
+    def _once(self, text: str) -> str:
+        spans: list[tuple[int, int]] = []
+        decoded: str | None = None
+        for form in self._forms:
+            if form.anchor:
+                if decoded is None:
+                    decoded = _decoded_view(text)
+                if form.anchor not in decoded:
+                    continue
+            spans.extend(match.span() for match in _compiled(form.source).finditer(text))
+        lowered = text.lower()
+        for shape in _TOKEN_SHAPES:
+            spans.extend(shape.spans(text, lowered))
+        if not spans:
+            return text
+        return _replace(text, spans)
+
+
+def redact_secrets(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every secret value and every token of a known shape replaced by `MARKER`."""
+    return _redactor(frozenset(secrets))(text)
+
+
+@functools.lru_cache(maxsize=8)
+def _redactor(secrets: frozenset[str]) -> Redactor:
+    return Redactor(secrets)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(source: str) -> re.Pattern[str]:
+    return re.compile(source)
+
+
+def _forms_of(value: str) -> list[_Form]:
+    plain_anchor = "" if "%" in value or "\\" in value else value[_ANCHOR_SKIP:]
+    forms = [_Form(_written(value), plain_anchor)]
+    encoded = value.encode("utf-8", "surrogatepass")
+    for offset in range(3):
+        whole = base64.b64encode(b"\0" * offset + encoded).decode("ascii")
+        start = -(-8 * offset // 6)
+        end = 8 * (offset + len(encoded)) // 6
+        middle = whole[start:end]
+        for alphabet in (None, str.maketrans("+/", "-_")):
+            fragment = middle.translate(alphabet) if alphabet else middle
+            pattern = _written(fragment)
+            if offset == 0 and end < len(whole):
+                # The last character and the padding belong to the secret only when the encoding
+                # ends with it.
+                tail = whole[end:].rstrip("=")
+                padding = whole[len(tail) + end :]
+                pattern += f"(?:{_GAP}{_written(tail)}(?:{_GAP}{_written(padding)})?)?"
+            forms.append(_Form(pattern, fragment[_ANCHOR_SKIP:]))
+    return forms
+
+
+def _written(chars: str) -> str:
+    """A pattern for `chars` in any of the forms the module docstring lists."""
+    return _GAP.join(_character(char) for char in chars)
+
+
+@functools.cache
+def _character(char: str) -> str:
+    forms = [re.escape(char)]
+    forms.append("".join("%" + _hex(byte, 2) for byte in char.encode("utf-8", "surrogatepass")))
+    code = ord(char)
+    if code > 0xFFFF:
+        high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+        forms.append(rf"\\u{_hex(high, 4)}\\u{_hex(low, 4)}")
+    else:
+        forms.append(rf"\\u{_hex(code, 4)}")
+    if char in _JSON_SHORT_ESCAPES:
+        forms.append(re.escape(_JSON_SHORT_ESCAPES[char]))
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _hex(number: int, width: int) -> str:
+    return "".join(
+        f"[{digit}{digit.upper()}]" if digit.isalpha() else digit for digit in f"{number:0{width}x}"
+    )
+
+
+def _decoded_view(text: str) -> str:
+    """The text with JSON escapes and percent-encoding decoded and whitespace removed: any secret
+    written in a form `_written` matches appears here as itself, but for its first few
+    characters."""
+    if "\\" in text:
+        text = _JSON_ESCAPE.sub(_json_character, text)
+    if "%" in text:
+        text = urllib.parse.unquote(text, errors="surrogateescape")
+    return _without_whitespace(text)
+
+
+def _without_whitespace(text: str) -> str:
+    """What `\\s` matches, removed; `translate` is the fastest way for ASCII text only."""
+    return text.translate(_ASCII_WHITESPACE) if text.isascii() else "".join(text.split())
+
+
+def _json_character(match: re.Match[str]) -> str:
+    high, low, single, short = match.groups()
+    if high is not None:
+        return chr(0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00))
+    if single is not None:
+        return chr(int(single, 16))
+    return _JSON_SHORT_DECODED.get(short, short)
+
+
+def _replace(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """Replace each run of overlapping or touching spans by one marker.
+
+    A span that overlaps a marker already in the text is widened to cover it, so a marker is
+    never cut, and one inside a marker changes nothing. So each change removes at least one
+    character that was not part of a marker, which is why redacting again until nothing changes
+    must end.
+    """
+    markers: list[tuple[int, int]] = []
+    position = text.find(MARKER)
+    while position != -1:
+        markers.append((position, position + len(MARKER)))
+        position = text.find(MARKER, position + len(MARKER))
+    starts = [start for start, _ in markers]
+
+    merged: list[tuple[int, int]] = []
+    for span in sorted(spans):
+        start, end = span
+        before = bisect.bisect_right(starts, start) - 1
+        if before >= 0 and markers[before][1] > start:
+            start = markers[before][0]
+        last = bisect.bisect_left(starts, end) - 1
+        if last >= 0 and markers[last][1] > end:
+            end = markers[last][1]
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+
+    pieces: list[str] = []
+    done = 0
+    for start, end in merged:
+        pieces.append(text[done:start])
+        pieces.append(MARKER)
+        done = end
+    pieces.append(text[done:])
+    return "".join(pieces)

@@ -1,0 +1,346 @@
+"""redact_secrets: no secret survives in any form it is written in; text without secrets is left
+byte for byte; redacting twice changes nothing."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import string
+import urllib.parse
+
+import pytest
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
+from shadowclone.run.redact import MARKER, MIN_SECRET_LENGTH, Redactor, redact_secrets
+
+WHITESPACE = re.compile(r"\s+")
+TOKEN_ALPHABET = string.ascii_letters + string.digits + "-_./+="
+# Characters that escapes are made of, and that the marker is made of: the hard cases.
+TRICKY_ALPHABET = '0123456789abcdefuABCDEF%\\[]/"redact'
+NOT_SPACE = st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Zs", "Zl", "Zp")).filter(
+    lambda char: not char.isspace()
+)
+
+SECRETS = st.one_of(
+    st.text(TOKEN_ALPHABET, min_size=MIN_SECRET_LENGTH, max_size=48),
+    st.text(NOT_SPACE, min_size=MIN_SECRET_LENGTH, max_size=24),
+    st.text(TRICKY_ALPHABET, min_size=MIN_SECRET_LENGTH, max_size=16),
+)
+FILLERS = st.one_of(
+    st.text(max_size=24),
+    st.text(TRICKY_ALPHABET + " \n\t", max_size=8),
+    st.sampled_from(["\\", "%", "\\u", "%2", "\\u00", "[", MARKER, "[redac", "ted]", ":", "@"]),
+)
+TOKEN_HINTS = re.compile(
+    r"gh[pousr]_|github_pat_|sk-|A[KS]IA|ABIA|ACCA|secret_?access_?key|eyJ|xox|AIza|npm_|PRIVATE"
+    r"|authorization|bearer|://|x-access-token",
+    re.IGNORECASE,
+)
+
+
+# --------------------------------------------------------------------------- the oracle
+
+
+def strip(text: str) -> str:
+    return WHITESPACE.sub("", text)
+
+
+def json_unescaped(text: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        escape = match.group(1)
+        if escape.startswith("u"):
+            return chr(int(escape[1:], 16))
+        return {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}.get(escape, escape)
+
+    joined = re.sub(r"\\(u[0-9a-fA-F]{4}|[\"\\/bfnrt])", one, text)
+    return joined.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def base64_decodings(text: str) -> list[bytes]:
+    """Every run of base64 characters, decoded from each of its first four characters."""
+    decoded = []
+    for found in re.findall(r"[A-Za-z0-9+/_-]{4,}", strip(text)):
+        run = found.translate(str.maketrans("-_", "+/"))
+        for offset in range(4):
+            part = run[offset:]
+            part = part[: len(part) - len(part) % 4]
+            decoded.append(base64.b64decode(part))
+    return decoded
+
+
+def views(text: str) -> list[str]:
+    """The text as a reader could decode it. Markers are taken out first: a secret that is part
+    of the marker (`redacted`) is no leak."""
+    text = text.replace(MARKER, "\0")
+    return [
+        text,
+        strip(text),
+        strip(urllib.parse.unquote(text, errors="surrogateescape")),
+        strip(json_unescaped(text)),
+    ]
+
+
+def leaks(text: str, secret: str) -> bool:
+    secret = strip(secret)
+    if any(secret in view for view in views(text)):
+        return True
+    encoded = secret.encode("utf-8")
+    return any(encoded in decoded for decoded in base64_decodings(text.replace(MARKER, "\0")))
+
+
+# --------------------------------------------------------------------------- ways to write a secret
+
+
+def percent(char: str, upper: bool) -> str:
+    quoted = urllib.parse.quote(char, safe="")
+    if quoted == char:
+        quoted = "".join(f"%{byte:02x}" for byte in char.encode("utf-8"))
+    return quoted.upper() if upper else quoted.lower()
+
+
+@st.composite
+def split_up(draw: st.DrawFn, units: list[str]) -> str:
+    """Whitespace (also JSON- or percent-escaped) between any of the units."""
+    gaps = st.lists(st.sampled_from([" ", "\n", "\r\n", "\t", "\\n", "%0A", "%20", "\n    "]))
+    return "".join(
+        unit + ("".join(draw(gaps)) if i < len(units) - 1 else "") for i, unit in enumerate(units)
+    )
+
+
+@st.composite
+def written(draw: st.DrawFn, secret: str) -> str:
+    how = draw(
+        st.sampled_from(
+            [
+                "plain",
+                "split",
+                "url",
+                "url split",
+                "json",
+                "json ascii",
+                "base64",
+                "base64 url",
+                "base64 wrapped",
+                "base64 inside",
+                "basic",
+            ]
+        )
+    )
+    chars = list(secret)
+    if how == "plain":
+        return secret
+    if how == "split":
+        return draw(split_up(chars))
+    if how in ("url", "url split"):
+        units = [
+            percent(char, draw(st.booleans())) if draw(st.booleans()) else char for char in chars
+        ]
+        return draw(split_up(units)) if how == "url split" else "".join(units)
+    if how in ("json", "json ascii"):
+        return json.dumps(secret, ensure_ascii=how == "json ascii")[1:-1]
+    raw = secret.encode("utf-8")
+    if how == "base64":
+        return base64.b64encode(raw).decode().rstrip("=" if draw(st.booleans()) else "")
+    if how == "base64 url":
+        return base64.urlsafe_b64encode(raw).decode()
+    if how == "base64 wrapped":
+        encoded = base64.b64encode(raw).decode()
+        width = draw(st.integers(1, 20))
+        return "\n".join(encoded[i : i + width] for i in range(0, len(encoded), width))
+    before = draw(st.binary(max_size=7))
+    after = draw(st.binary(max_size=7))
+    if how == "basic":
+        before = b"x-access-token:"
+    return base64.b64encode(before + raw + after).decode()
+
+
+@st.composite
+def texts_with_secrets(draw: st.DrawFn) -> tuple[str, list[str], list[str]]:
+    secrets = draw(st.lists(SECRETS, min_size=1, max_size=4))
+    pieces: list[str] = []
+    forms: list[str] = []
+    for _ in range(draw(st.integers(1, 6))):
+        pieces.append(draw(FILLERS))
+        form = draw(written(draw(st.sampled_from(secrets))))
+        forms.append(form)
+        pieces.append(form)
+    pieces.append(draw(FILLERS))
+    return "".join(pieces), secrets, forms
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts_with_secrets())
+@example(("key=abcd%EFGH1234 done", ["abcd%EFGH1234"], ["abcd%EFGH1234"]))
+@example(("\\u00" + "41bcdefghij", ["Abcdefghij"], ["\\u0041bcdefghij"]))
+@example(("%" + "4142434445464748", ["4142434445464748"], ["4142434445464748"]))
+@example(("\\u" + "0041424344454647", ["0041424344454647"], ["0041424344454647"]))
+@example(("\\" + "u002541bcdefghij", ["u002541bcdefghij"], ["u002541bcdefghij"]))
+@example(("a]redacted[b", ["]redacted[", "a]redacted"], ["]redacted["]))
+def test_no_secret_survives(case: tuple[str, list[str], list[str]]) -> None:
+    text, secrets, forms = case
+    redacted = redact_secrets(text, secrets)
+    for secret in secrets:
+        assert not leaks(redacted, secret), (secret, redacted)
+    for form in forms:
+        assert form not in redacted.replace(MARKER, "\0")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(), st.lists(SECRETS, max_size=4))
+@example("the bearer instruments; risk-assessment-2026; https://example.com:8080/a?b=c@d", [])
+@example("progress 50% \\n done [redacted] ok", ["progress"])
+@example("short: abc1234 and ok", ["abc1234"])
+def test_text_without_secrets_is_unchanged(text: str, secrets: list[str]) -> None:
+    assume(not TOKEN_HINTS.search(text))
+    assume(not any(leaks(text, secret) for secret in secrets))
+    assert redact_secrets(text, secrets) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts_with_secrets(), st.lists(st.text(TRICKY_ALPHABET, min_size=8, max_size=12)))
+@example(("redacted", ["redacted"], []), [])
+@example(("abcdefgh12yzyzyzyz", ["abcdefgh12", "d]yzyzyzyz"], []), [])
+@example(("[redacted]]", ["[redacted]", "redacted]]"], []), [])
+@example(("x [redacted] y", ["ed] y-and-more"], []), ["]redacted"])
+def test_redacting_twice_changes_nothing(
+    case: tuple[str, list[str], list[str]], more_secrets: list[str]
+) -> None:
+    text, secrets, _ = case
+    secrets = secrets + more_secrets
+    once = redact_secrets(text, secrets)
+    assert redact_secrets(once, secrets) == once
+
+
+# --------------------------------------------------------------------------- examples
+
+GITHUB_CLASSIC = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+TOKENS = [
+    GITHUB_CLASSIC,
+    "gho_16C7e42F292c6912E7710c838347Ae178B4a",
+    "ghs_" + "x" * 36,
+    "github_pat_11ABCDEFG0aBcDeFgHiJkLmN_OpQrStUvWxYz0123456789aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456",
+    "sk-ant-api03-" + "aB3_" * 20 + "AA",
+    "sk-ant-oat01-" + "Zz9-" * 20,
+    "sk-proj-" + "Ab1" * 30,
+    "sk-" + "abcdefghij0123456789ABCDEFGHIJ0123456789abcdefgh",
+    "AKIAIOSFODNN7EXAMPLE",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+    "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "AIzaSyA-" + "b" * 31,
+    "npm_" + "a1B2" * 9,
+]
+
+
+@pytest.mark.parametrize("token", TOKENS)
+@pytest.mark.parametrize(
+    "around", ["{}", "token: {}\n", '{{"key": "{}"}}', "export X={};", "({})", "'{}'"]
+)
+def test_a_token_of_a_known_shape_is_redacted_without_being_given(token: str, around: str) -> None:
+    text = around.format(token)
+    assert redact_secrets(text, []) == around.format(MARKER)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Authorization: Bearer abc.DEF-123", f"Authorization: Bearer {MARKER}"),
+        ("authorization: token abcdef", f"authorization: token {MARKER}"),
+        ('"Authorization": "Basic dXNlcjpwYXNz"', f'"Authorization": "Basic {MARKER}"'),
+        ("curl -H 'Bearer 0123456789abcdefXYZ'", f"curl -H 'Bearer {MARKER}'"),
+        (
+            "git clone https://x-access-token:s3cr3t@github.com/o/r.git",
+            f"git clone https://x-access-token:{MARKER}@github.com/o/r.git",
+        ),
+        ("remote: x-access-token:abc123@host", f"remote: x-access-token:{MARKER}@host"),
+        ("postgres://app:hunter2@db:5432/x", f"postgres://app:{MARKER}@db:5432/x"),
+        (
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            f"aws_secret_access_key = {MARKER}",
+        ),
+        (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA\n"
+            "-----END OPENSSH PRIVATE KEY-----",
+            f"-----BEGIN OPENSSH PRIVATE KEY-----{MARKER}-----END OPENSSH PRIVATE KEY-----",
+        ),
+    ],
+)
+def test_credentials_by_position(text: str, expected: str) -> None:
+    assert redact_secrets(text, []) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the bearer of bad news; Bearer tokens are explained below",
+        "risk-assessment-and-mitigation-plan-2026",
+        "task-0123456789abcdefghij",
+        "see https://example.com:8443/path?q=a@b and http://localhost:8080/",
+        "ghp_short and sk-short and AKIA1234",
+        "AKIAIOSFODNN7EXAMPLEX is too long for an access key id",
+        "Authorization: Bearer [redacted]",
+        "eyJ alone, eyJhbGci.notajwt",
+    ],
+)
+def test_text_that_only_looks_like_a_token_is_kept(text: str) -> None:
+    assert redact_secrets(text, []) == text
+
+
+def test_every_form_of_a_given_secret() -> None:
+    secret = "Zq8/x+Lm%Tk3é"
+    quoted = urllib.parse.quote(secret, safe="")
+    cases = [
+        f"value {secret} end",
+        f"value {secret[:4]}\n  {secret[4:]} end",
+        f"value {quoted} end",
+        "value " + re.sub("%..", lambda escape: escape.group().lower(), quoted) + " end",
+        "value " + json.dumps(secret) + " end",
+        "value " + json.dumps(secret, ensure_ascii=False) + " end",
+        "value " + base64.b64encode(secret.encode()).decode() + " end",
+        "value " + base64.urlsafe_b64encode(secret.encode()).decode().rstrip("=") + " end",
+    ]
+    for text in cases:
+        redacted = redact_secrets(text, [secret])
+        assert redacted.startswith("value ") and redacted.endswith(" end"), redacted
+        assert MARKER in redacted
+        assert not leaks(redacted, secret), redacted
+
+
+def test_a_short_secret_is_not_redacted() -> None:
+    text = "port 5432, user admin"
+    assert redact_secrets(text, ["5432", "admin", "", "   "]) == text
+    assert redact_secrets("abcdefgh", ["abcd efgh"]) == MARKER
+
+
+def test_overlapping_secrets_are_both_gone() -> None:
+    first, second = "abcdefgh12", "gh12345678xyz"
+    text = "x abcdefgh12345678xyz y"
+    assert redact_secrets(text, [first, second]) == f"x {MARKER} y"
+
+
+def test_a_redactor_is_reused_and_takes_any_iterable() -> None:
+    redactor = Redactor(secret for secret in ["first-secret", "second-secret"])
+    assert redactor("a first-secret b second-secret c") == f"a {MARKER} b {MARKER} c"
+    assert redactor("nothing to see") == "nothing to see"
+
+
+def test_a_long_text_with_many_secrets() -> None:
+    """Many secrets, a long text: every one found, nothing else touched (bench/ measures speed)."""
+    secrets = [f"tok{i:03d}-" + "q7Z" * 10 for i in range(60)]
+    lines = [f'line {i}: nothing here, 50% done \\n {{"k": {i}}}' for i in range(5000)]
+    planted = {
+        100: secrets[0],
+        4000: "".join(percent(char, upper=True) for char in secrets[59]),
+        2500: secrets[30][:9] + "\n   " + secrets[30][9:],
+        4999: base64.b64encode(secrets[7].encode()).decode(),
+    }
+    text = "\n".join(line + " " + planted.get(i, "") for i, line in enumerate(lines))
+    redacted = redact_secrets(text, secrets)
+    expected = "\n".join(
+        line + " " + (MARKER if i in planted else "") for i, line in enumerate(lines)
+    )
+    assert redacted == expected
