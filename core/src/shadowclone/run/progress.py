@@ -1,0 +1,199 @@
+"""Progress lines written from inside the clone, each passed through redaction first (R16, R32).
+
+The ask server and the run program are separate processes appending to one progress file;
+whole-line appends under the file's lock keep their lines apart, and the same lock makes
+question ids unique within the run folder.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+import attrs
+
+from shadowclone.node import files, schemas
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import (
+    Answer,
+    ChosenBy,
+    ProgressKind,
+    ProgressLine,
+    Question,
+    Step,
+    Usage,
+)
+from shadowclone.plugin.types import Outcome
+
+Redact = Callable[[str], str]
+"""Takes any text bound for a progress line and returns it with every secret masked."""
+
+_QUESTION_ID = re.compile(r"^q(\d+)$")
+
+
+class ProgressWriter:
+    """Appends progress lines to one run folder; every string passes `redact` on its way."""
+
+    def __init__(self, folder: RunFolder, redact: Redact) -> None:
+        self.folder = folder
+        self._redact = redact
+
+    def write(self, line: ProgressLine) -> ProgressLine:
+        """Redact and append any line; the helpers below build the usual ones."""
+        redacted = self._redacted(line)
+        self.folder.append_progress(redacted)
+        return redacted
+
+    def note(self, step: Step, text: str) -> ProgressLine:
+        return self.write(ProgressLine(step=step, kind=ProgressKind.NOTE, text=text))
+
+    def text(self, text: str, step: Step = Step.ENGINE) -> ProgressLine:
+        return self.write(ProgressLine(step=step, kind=ProgressKind.TEXT, text=text))
+
+    def tool(self, name: str, detail: str = "", step: Step = Step.ENGINE) -> ProgressLine:
+        text = f"{name}: {detail}" if detail else name
+        return self.write(ProgressLine(step=step, kind=ProgressKind.TOOL, text=text))
+
+    def usage(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float | None = None,
+        step: Step = Step.ENGINE,
+    ) -> ProgressLine:
+        usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd)
+        text = f"{input_tokens} tokens in, {output_tokens} out"
+        if cost_usd is not None:
+            text += f", ${cost_usd:.4f}"
+        return self.write(ProgressLine(step=step, kind=ProgressKind.USAGE, text=text, usage=usage))
+
+    def question(
+        self,
+        text: str,
+        options: Sequence[str],
+        recommended: str,
+        timeout_s: float,
+        *,
+        free_text: bool = False,
+        step: Step = Step.ENGINE,
+    ) -> Question:
+        """Write a question line under a fresh id (`q1`, `q2`...) and return the question."""
+        path = self.folder.progress_file
+        with files.lock_for(path):
+            question = self._redacted_question(
+                Question(
+                    id=self._next_question_id(),
+                    text=text,
+                    options=tuple(options),
+                    recommended=recommended,
+                    free_text=free_text,
+                    timeout_s=timeout_s,
+                )
+            )
+            line = ProgressLine(
+                step=step, kind=ProgressKind.QUESTION, text=question.text, question=question
+            )
+            files.append_line(path, schemas.dumps(line), locked=True)
+        return question
+
+    def answer(
+        self,
+        question_id: str,
+        choice: str,
+        chosen_by: ChosenBy = ChosenBy.OWNER,
+        step: Step = Step.ENGINE,
+    ) -> ProgressLine:
+        answer = Answer(question_id=question_id, choice=choice, chosen_by=chosen_by)
+        return self.write(
+            ProgressLine(step=step, kind=ProgressKind.ANSWER, text=choice, answer=answer)
+        )
+
+    def message(self, text: str, step: Step = Step.ENGINE) -> ProgressLine:
+        return self.write(ProgressLine(step=step, kind=ProgressKind.MESSAGE, text=text))
+
+    def error(self, step: Step, text: str) -> ProgressLine:
+        return self.write(ProgressLine(step=step, kind=ProgressKind.ERROR, text=text))
+
+    def final(self, outcome: Outcome, pr_url: str | None, report: str) -> ProgressLine:
+        """The final line: the clone's outcome and report (R16); nothing follows it."""
+        return self.write(
+            ProgressLine(
+                step=Step.FINISH,
+                kind=ProgressKind.FINAL,
+                text=f"clone {outcome.value}",
+                outcome=outcome,
+                pr_url=pr_url,
+                report=report,
+            )
+        )
+
+    def _next_question_id(self) -> str:
+        """One more than the highest question id so far; the caller holds the file's lock."""
+        lines, _, _ = self.folder.progress()
+        highest = 0
+        for line in lines:
+            if line.question is not None:
+                match = _QUESTION_ID.match(line.question.id)
+                if match:
+                    highest = max(highest, int(match.group(1)))
+        return f"q{highest + 1}"
+
+    def _redacted_question(self, question: Question) -> Question:
+        return attrs.evolve(
+            question,
+            text=self._redact(question.text),
+            options=tuple(self._redact(option) for option in question.options),
+            recommended=self._redact(question.recommended),
+        )
+
+    def _redacted(self, line: ProgressLine) -> ProgressLine:
+        redact = self._redact
+        return attrs.evolve(
+            line,
+            text=redact(line.text),
+            report=None if line.report is None else redact(line.report),
+            question=None if line.question is None else self._redacted_question(line.question),
+            answer=(
+                None
+                if line.answer is None
+                else attrs.evolve(line.answer, choice=redact(line.answer.choice))
+            ),
+        )
+
+
+class OpenQuestions:
+    """Follows a run folder's progress lines to know which questions await an answer.
+
+    A question counts as open until its answer line, or until its own wait limit plus
+    `grace_s` has passed, so that a question whose ask server died cannot hold a clone open.
+    """
+
+    def __init__(self, folder: RunFolder, grace_s: float = 60.0) -> None:
+        self.folder = folder
+        self.grace_s = grace_s
+        self._offset = 0
+        self._open: dict[str, tuple[Question, datetime]] = {}
+
+    def refresh(self) -> bool:
+        """Read new progress lines; True if any question was asked or answered since the last
+        call."""
+        lines, _, self._offset = self.folder.progress(self._offset)
+        changed = False
+        for line in lines:
+            if line.kind is ProgressKind.QUESTION and line.question is not None:
+                self._open[line.question.id] = (line.question, line.at)
+                changed = True
+            elif line.kind is ProgressKind.ANSWER and line.answer is not None:
+                self._open.pop(line.answer.question_id, None)
+                changed = True
+        return changed
+
+    def current(self, now: datetime | None = None) -> list[Question]:
+        """The questions still open now, oldest first."""
+        now = now or datetime.now(UTC)
+        return [
+            question
+            for question, asked_at in self._open.values()
+            if now < asked_at + timedelta(seconds=question.timeout_s + self.grace_s)
+        ]

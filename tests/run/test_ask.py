@@ -1,0 +1,195 @@
+"""The `shadowclone_ask` MCP server, driven over stdio by the MCP SDK's own client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent
+from shadowclone.node import files, schemas
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import ChosenBy, InboxKind, InboxLine, ProgressKind, ProgressLine
+from shadowclone.run.ask import SERVER_NAME, TOOL_NAME, ask_command
+
+pytestmark = pytest.mark.anyio
+
+BOUND_S = 30.0
+"""A generous bound that turns a hang into a failure; no test depends on speed."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> RunFolder:
+    path = tmp_path / "clone"
+    path.mkdir()
+    return RunFolder(path)
+
+
+@asynccontextmanager
+async def ask_server(
+    folder: RunFolder, timeout_s: float, secrets_file: Path | None = None, cwd: Path | None = None
+) -> AsyncIterator[Client]:
+    """The real server, started from the very argv an engine gets as `EngineTask.ask_command`."""
+    argv = ask_command(folder.path, timeout_s, secrets_file)
+    params = StdioServerParameters(command=argv[0], args=list(argv[1:]), cwd=cwd)
+    async with Client(params) as client:
+        yield client
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def lines_of(folder: RunFolder, kind: ProgressKind) -> list[ProgressLine]:
+    lines, problems, _ = folder.progress()
+    assert problems == []
+    return [line for line in lines if line.kind is kind]
+
+
+async def question_line(folder: RunFolder, number: int) -> ProgressLine:
+    """Wait until the server has written its `number`th question line."""
+    async with asyncio.timeout(BOUND_S):
+        while len(questions := lines_of(folder, ProgressKind.QUESTION)) < number:
+            await asyncio.sleep(0.05)
+    return questions[number - 1]
+
+
+def deliver(folder: RunFolder, line: InboxLine) -> None:
+    """What serve does with the owner's answer: append it to the deliveries file."""
+    files.append_line(folder.deliveries_file, schemas.dumps(line))
+
+
+async def test_the_owners_answer_is_returned_and_recorded(folder: RunFolder) -> None:
+    async with ask_server(folder, 600) as client:
+        call = asyncio.ensure_future(
+            client.call_tool(
+                TOOL_NAME,
+                {
+                    "question": "Drop the old migrations?",
+                    "options": ["keep them", "drop them"],
+                    "recommended": "keep them",
+                },
+            )
+        )
+        asked = await question_line(folder, 1)
+        assert asked.question is not None
+        assert asked.question.id == "q1"
+        assert asked.question.options == ("keep them", "drop them")
+        assert asked.question.recommended == "keep them"
+        assert asked.question.timeout_s == 600
+        # Lines for other questions and messages are not this question's answer.
+        deliver(folder, InboxLine(id="i1", kind=InboxKind.MESSAGE, text="hello"))
+        deliver(folder, InboxLine(id="i2", kind=InboxKind.ANSWER, text="x", question_id="q9"))
+        await asyncio.sleep(0.3)
+        assert not call.done()
+        deliver(
+            folder, InboxLine(id="i3", kind=InboxKind.ANSWER, text="drop them", question_id="q1")
+        )
+        result = await asyncio.wait_for(call, BOUND_S)
+    assert not result.is_error
+    assert "drop them" in text_of(result)
+    [answered] = lines_of(folder, ProgressKind.ANSWER)
+    assert answered.answer is not None
+    assert answered.answer.question_id == "q1"
+    assert answered.answer.choice == "drop them"
+    assert answered.answer.chosen_by is ChosenBy.OWNER
+
+
+async def test_after_the_wait_limit_the_recommended_option_is_taken(folder: RunFolder) -> None:
+    arguments = {"question": "Which name?", "options": ["foo", "bar"], "recommended": "bar"}
+    async with ask_server(folder, 1) as client:
+        first = await asyncio.wait_for(client.call_tool(TOOL_NAME, arguments), BOUND_S)
+        second = await asyncio.wait_for(client.call_tool(TOOL_NAME, arguments), BOUND_S)
+    for result in (first, second):
+        assert not result.is_error
+        said = text_of(result)
+        assert "did not answer" in said
+        assert "bar" in said
+        assert "skip every destructive step" in said
+    questions = lines_of(folder, ProgressKind.QUESTION)
+    assert [line.question.id for line in questions if line.question] == ["q1", "q2"]
+    answers = [line.answer for line in lines_of(folder, ProgressKind.ANSWER)]
+    assert [(a.question_id, a.choice, a.chosen_by) for a in answers if a] == [
+        ("q1", "bar", ChosenBy.TIMEOUT),
+        ("q2", "bar", ChosenBy.TIMEOUT),
+    ]
+    raw = [json.loads(line) for line in folder.progress_file.read_text().splitlines()]
+    assert [line["answer"]["chosen_by"] for line in raw if line["kind"] == "answer"] == [
+        "timeout",
+        "timeout",
+    ]
+
+
+MALFORMED = [
+    {"question": "Which?", "options": ["a", "b"], "recommended": "c"},
+    {"question": "Which?", "options": ["a"], "recommended": "a"},
+    {"question": "Which?", "options": ["a", "a"], "recommended": "a"},
+    {"question": "Which?", "options": ["a", ""], "recommended": "a"},
+    {"question": " ", "options": ["a", "b"], "recommended": "a"},
+]
+
+
+async def test_one_described_tool_that_refuses_a_malformed_question(
+    folder: RunFolder, tmp_path: Path
+) -> None:
+    # Engines start the server in the workspace: a repository's own `mcp` package must not be
+    # imported in its place.
+    workspace = tmp_path / "workspace"
+    (workspace / "mcp").mkdir(parents=True)
+    (workspace / "mcp" / "__init__.py").write_text("raise SystemExit('the workspace ran')\n")
+    async with ask_server(folder, 600, cwd=workspace) as client:
+        assert client.server_info is not None
+        assert client.server_info.name == SERVER_NAME
+        tools = (await client.list_tools()).tools
+        results = [
+            await asyncio.wait_for(client.call_tool(TOOL_NAME, arguments), BOUND_S)
+            for arguments in MALFORMED
+        ]
+    assert [tool.name for tool in tools] == [TOOL_NAME]
+    schema = tools[0].input_schema
+    assert sorted(schema["required"]) == ["options", "question", "recommended"]
+    assert schema["properties"]["options"]["type"] == "array"
+    assert "recommended" in (tools[0].description or "")
+    for arguments, result in zip(MALFORMED, results, strict=True):
+        assert result.is_error, arguments
+    assert "not one of the options" in text_of(results[0])
+    assert lines_of(folder, ProgressKind.QUESTION) == []
+
+
+async def test_the_secrets_never_reach_the_progress_lines(
+    folder: RunFolder, tmp_path: Path
+) -> None:
+    secrets_file = tmp_path / "secrets.toml"
+    secrets_file.write_text('[github]\ntoken = "plain-looking-secret-42"\n')
+    question = "May I print plain-looking-secret-42 in the log?"
+    arguments = {"question": question, "options": ["yes", "no"], "recommended": "no"}
+    async with ask_server(folder, 0.5, secrets_file) as client:
+        result = await asyncio.wait_for(client.call_tool(TOOL_NAME, arguments), BOUND_S)
+    assert not result.is_error
+    written = folder.progress_file.read_text()
+    assert "plain-looking-secret-42" not in written
+    asked = await question_line(folder, 1)
+    assert asked.text == "May I print [redacted] in the log?"
+
+
+async def test_a_call_the_engine_abandons_leaves_a_note(folder: RunFolder) -> None:
+    arguments = {"question": "Which?", "options": ["a", "b"], "recommended": "a"}
+    async with ask_server(folder, 600) as client:
+        call = asyncio.ensure_future(client.call_tool(TOOL_NAME, arguments))
+        await question_line(folder, 1)
+        call.cancel()
+        async with asyncio.timeout(BOUND_S):
+            while not lines_of(folder, ProgressKind.NOTE):
+                await asyncio.sleep(0.05)
+    [note] = lines_of(folder, ProgressKind.NOTE)
+    assert "q1 withdrawn" in note.text
+    assert lines_of(folder, ProgressKind.ANSWER) == []

@@ -1,0 +1,113 @@
+"""Progress lines from inside the clone: redaction, question ids, open questions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import ChosenBy, ProgressKind, Step
+from shadowclone.plugin.types import Outcome
+from shadowclone.run.progress import OpenQuestions, ProgressWriter
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> RunFolder:
+    path = tmp_path / "clone"
+    path.mkdir()
+    return RunFolder(path)
+
+
+def hide_secret(text: str) -> str:
+    return text.replace("hunter2", "***")
+
+
+def test_every_string_of_every_line_passes_redaction(folder: RunFolder) -> None:
+    progress = ProgressWriter(folder, hide_secret)
+    progress.note(Step.WORKSPACE, "cloned with hunter2")
+    progress.text("the password is hunter2")
+    progress.tool("Bash", "echo hunter2")
+    progress.message("use hunter2")
+    progress.error(Step.SAVE, "push failed for hunter2")
+    asked = progress.question("hunter2 or not?", ["hunter2", "other"], "hunter2", 60)
+    progress.answer(asked.id, "hunter2")
+    progress.final(Outcome.DONE, "https://example.test/pr/1", "report: hunter2")
+    raw = folder.progress_file.read_text()
+    assert "hunter2" not in raw
+    lines, problems, _ = folder.progress()
+    assert problems == []
+    assert [line.kind for line in lines] == [
+        ProgressKind.NOTE,
+        ProgressKind.TEXT,
+        ProgressKind.TOOL,
+        ProgressKind.MESSAGE,
+        ProgressKind.ERROR,
+        ProgressKind.QUESTION,
+        ProgressKind.ANSWER,
+        ProgressKind.FINAL,
+    ]
+    assert lines[2].text == "Bash: echo ***"
+    question = lines[5].question
+    assert question is not None
+    assert (question.text, question.options, question.recommended) == (
+        "*** or not?",
+        ("***", "other"),
+        "***",
+    )
+    final = lines[-1]
+    assert final.final
+    assert (final.outcome, final.pr_url, final.report) == (
+        Outcome.DONE,
+        "https://example.test/pr/1",
+        "report: ***",
+    )
+
+
+def test_usage_lines_carry_the_numbers(folder: RunFolder) -> None:
+    ProgressWriter(folder, str).usage(1200, 300, 0.0125)
+    [line], _, _ = folder.progress()
+    assert line.usage is not None
+    assert (line.usage.input_tokens, line.usage.output_tokens, line.usage.cost_usd) == (
+        1200,
+        300,
+        0.0125,
+    )
+
+
+def test_question_ids_are_unique_across_writers_of_one_folder(folder: RunFolder) -> None:
+    first, second = ProgressWriter(folder, str), ProgressWriter(folder, str)
+    ids = [
+        writer.question("which?", ["a", "b"], "a", 60).id
+        for writer in (first, second, first, second)
+    ]
+    assert ids == ["q1", "q2", "q3", "q4"]
+
+
+def test_open_questions_follow_questions_and_answers(folder: RunFolder) -> None:
+    progress = ProgressWriter(folder, str)
+    questions = OpenQuestions(folder)
+    assert not questions.refresh()
+    assert questions.current() == []
+    one = progress.question("one?", ["a", "b"], "a", 60)
+    two = progress.question("two?", ["a", "b"], "b", 60)
+    assert questions.refresh()
+    assert [q.id for q in questions.current()] == [one.id, two.id]
+    progress.answer(one.id, "b", ChosenBy.OWNER)
+    progress.text("unrelated")
+    assert questions.refresh()
+    assert [q.id for q in questions.current()] == [two.id]
+    assert not questions.refresh()
+    progress.answer(two.id, "b", ChosenBy.TIMEOUT)
+    questions.refresh()
+    assert questions.current() == []
+
+
+def test_a_question_past_its_wait_limit_no_longer_counts_as_open(folder: RunFolder) -> None:
+    progress = ProgressWriter(folder, str)
+    progress.question("one?", ["a", "b"], "a", timeout_s=60)
+    questions = OpenQuestions(folder, grace_s=30)
+    questions.refresh()
+    assert len(questions.current()) == 1
+    later = datetime.now(UTC) + timedelta(seconds=91)
+    assert questions.current(later) == []
