@@ -13,7 +13,14 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 from shadowclone.node import files, schemas
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import ChosenBy, InboxKind, InboxLine, ProgressKind, ProgressLine
+from shadowclone.node.schemas import (
+    Answer,
+    ChosenBy,
+    InboxKind,
+    InboxLine,
+    ProgressKind,
+    ProgressLine,
+)
 from shadowclone.run.ask import SERVER_NAME, TOOL_NAME, ask_command
 
 pytestmark = pytest.mark.anyio
@@ -181,15 +188,14 @@ async def test_the_secrets_never_reach_the_progress_lines(
     assert asked.text == "May I print [redacted] in the log?"
 
 
-async def test_a_call_the_engine_abandons_leaves_a_note(folder: RunFolder) -> None:
+async def test_a_call_the_engine_abandons_is_settled_as_withdrawn(folder: RunFolder) -> None:
     arguments = {"question": "Which?", "options": ["a", "b"], "recommended": "a"}
     async with ask_server(folder, 600) as client:
         call = asyncio.ensure_future(client.call_tool(TOOL_NAME, arguments))
         await question_line(folder, 1)
         call.cancel()
         async with asyncio.timeout(BOUND_S):
-            while not lines_of(folder, ProgressKind.NOTE):
+            while not lines_of(folder, ProgressKind.ANSWER):
                 await asyncio.sleep(0.05)
-    [note] = lines_of(folder, ProgressKind.NOTE)
-    assert "q1 withdrawn" in note.text
-    assert lines_of(folder, ProgressKind.ANSWER) == []
+    [settled] = lines_of(folder, ProgressKind.ANSWER)
+    assert settled.answer == Answer("q1", "", ChosenBy.WITHDRAWN)

@@ -388,6 +388,10 @@ class LocalNode:
                     f"clone {folder.id} has no question {question_id!r} (its questions: {known})"
                 )
             settled = questions.settled.get(question_id)
+            if settled is not None and settled.chosen_by is ChosenBy.WITHDRAWN:
+                raise Refused(
+                    f"question {question_id} was withdrawn: the engine stopped waiting for it"
+                )
             if settled is not None and settled.chosen_by is ChosenBy.TIMEOUT:
                 raise Refused(
                     f"question {question_id} has expired: with no answer in time, the clone "

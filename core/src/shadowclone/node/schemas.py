@@ -74,6 +74,8 @@ class ProgressKind(enum.StrEnum):
 class ChosenBy(enum.StrEnum):
     OWNER = "owner"
     TIMEOUT = "timeout"
+    WITHDRAWN = "withdrawn"
+    """Nobody chose: the engine stopped waiting (an interrupted turn), so no answer is wanted."""
 
 
 @attrs.frozen
@@ -164,6 +166,12 @@ class Record:
     report: str | None = None
     output_tail: str = ""
     """The clone's last output, kept when it ended without a final line (R20)."""
+    launching_at: datetime | None = None
+    """Set, with state `queued`, just before serve hands the clone to its launcher: after a
+    crash of serve it says the launch may have happened, so the launcher is asked first (R22)."""
+    reason: str = ""
+    """Why serve ended the clone as it did, where the final line does not say (no final line, a
+    failed launch, a clone the launcher lost, a stall)."""
     v: int = SCHEMA_VERSION
 
 

@@ -262,6 +262,9 @@ class ReviewContext:
     run the repository's code."""
     check_commands: tuple[str, ...] = ()
     """The repository's configured check commands (from its setup)."""
+    consult: Callable[[str], str] | None = None
+    """Ask the clone's engine in a fresh session (web tools off) and get its last words; None
+    where no engine is at hand. Stages run in a worker thread, so this may block."""
 
 
 @attrs.frozen

@@ -27,7 +27,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import ChosenBy, InboxKind, InboxLine, Question, Step
+from shadowclone.node.schemas import ChosenBy, InboxKind, InboxLine, Question
 from shadowclone.run.ask import (
     DEFAULT_TIMEOUT_S,
     RUN_FOLDER_VARIABLE,
@@ -101,7 +101,7 @@ def build_server(
             log.info("no answer to %s in %g s; took %r", asked.id, timeout_s, recommended)
             return _timed_out(asked, recommended, timeout_s)
         except asyncio.CancelledError:
-            progress.note(Step.ENGINE, f"question {asked.id} withdrawn: the engine stopped waiting")
+            progress.answer(asked.id, "", ChosenBy.WITHDRAWN)
             raise
         progress.answer(asked.id, answer.text, ChosenBy.OWNER)
         log.info("answer to %s: %s", asked.id, answer.text)

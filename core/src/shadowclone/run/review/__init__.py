@@ -18,6 +18,12 @@ def _toolchain() -> ReviewStage:
     return ToolchainStage()
 
 
+def _self_review() -> ReviewStage:
+    from shadowclone.run.review.self_review import SelfReviewStage
+
+    return SelfReviewStage()
+
+
 @hookimpl
 def shadowclone_review_stages() -> Iterator[ReviewStageRegistration]:
     yield ReviewStageRegistration(
@@ -26,4 +32,10 @@ def shadowclone_review_stages() -> Iterator[ReviewStageRegistration]:
         factory=_toolchain,
         order=10,
         runs_code=True,
+    )
+    yield ReviewStageRegistration(
+        name="self-review",
+        summary="the engine reviews its own diff in a fresh session, with web tools off",
+        factory=_self_review,
+        order=20,
     )

@@ -1,0 +1,404 @@
+"""runClone: the program inside a clone (R25).
+
+It reads the request and the secrets, then goes through the steps, each announced by progress
+lines: target, workspace, hooks, engine, review, save, finish. Whatever happens after the
+workspace exists (done, stopped, stalled, the engine crashing) the work so far is saved before
+the final line is written, and every line passes `redact_secrets` first (R31, R32).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+import attrs
+
+from shadowclone.errors import ShadowcloneError
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import InboxKind, ProgressKind, ProgressLine, Request, Step
+from shadowclone.plugin.manager import Registry, load_registry
+from shadowclone.plugin.types import EngineLimits, EngineTask, Outcome, ReviewContext
+from shadowclone.run.ask import ask_command
+from shadowclone.run.drive import EngineResult, supervise_engine
+from shadowclone.run.github import GithubClient
+from shadowclone.run.inbox import delivered, set_on_stop
+from shadowclone.run.progress import ProgressWriter
+from shadowclone.run.redact import Redactor
+from shadowclone.run.save import Saved, save
+from shadowclone.run.secrets import Secrets
+from shadowclone.run.target import Mode, Plan, resolve
+from shadowclone.run.workspace import Workspace, prepare
+
+log = logging.getLogger(__name__)
+
+RUN_FOLDER_VARIABLE = "SHADOWCLONE_RUN_FOLDER"
+SECRETS_VARIABLE = "SHADOWCLONE_SECRETS_FILE"
+WORKSPACE_VARIABLE = "SHADOWCLONE_WORKSPACE"
+DEFAULT_RUN_FOLDER = Path("/clone/run")
+DEFAULT_SECRETS_FILE = Path("/clone/secrets.toml")
+CONSULT_TIMEOUT_S = 20 * 60.0
+
+
+class Stopped(Exception):
+    """The owner stopped the clone before its engine started."""
+
+
+@attrs.frozen
+class ReviewLine:
+    stage: str
+    passed: bool
+    summary: str
+
+
+class CloneRun:
+    def __init__(
+        self,
+        folder: RunFolder,
+        request: Request,
+        secrets: Secrets,
+        workspace_path: Path,
+        registry: Registry,
+    ) -> None:
+        self.folder = folder
+        self.request = request
+        self.secrets = secrets
+        self.workspace_path = workspace_path
+        self.registry = registry
+        self.progress = ProgressWriter(folder, Redactor(secrets.all_values()))
+        self.stop = asyncio.Event()
+        self.plan: Plan | None = None
+        self.workspace: Workspace | None = None
+        self.client: GithubClient | None = None
+        self.state_dirs: list[Path] = []
+
+    async def run(self) -> int:
+        watcher = asyncio.create_task(set_on_stop(self.folder, self.stop))
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signum, self.stop.set)
+        try:
+            return await self._steps()
+        finally:
+            watcher.cancel()
+            for state_dir in self.state_dirs:
+                shutil.rmtree(state_dir, ignore_errors=True)
+            if self.client is not None:
+                self.client.close()
+
+    async def _steps(self) -> int:
+        result = EngineResult(Outcome.FAILED, "the engine never started")
+        reviews: list[ReviewLine] = []
+        try:
+            await self._target()
+            await self._workspace()
+            result = await self._engine(self.request_prompt())
+            if result.outcome is Outcome.DONE:
+                reviews = await self._review()
+        except Stopped:
+            result = EngineResult(Outcome.STOPPED, "stopped before the engine started")
+        except ShadowcloneError as error:
+            self.progress.error(self._step_now(), str(error))
+            result = EngineResult(Outcome.FAILED, str(error), result.last_text)
+        saved: Saved | None = None
+        if self.workspace is not None and self.plan is not None:
+            try:
+                saved = await self._save(result, reviews)
+            except ShadowcloneError as error:
+                self.progress.error(Step.SAVE, f"could not save the work: {error}")
+                if result.outcome is Outcome.DONE:
+                    result = EngineResult(
+                        Outcome.FAILED, f"could not save: {error}", result.last_text
+                    )
+        report = self.report(result, reviews, saved)
+        self.progress.final(result.outcome, saved.pr_url if saved else None, report)
+        return 0 if result.outcome in (Outcome.DONE, Outcome.STOPPED) else 1
+
+    def _step_now(self) -> Step:
+        if self.plan is None:
+            return Step.TARGET
+        if self.workspace is None:
+            return Step.WORKSPACE
+        return Step.ENGINE
+
+    def _check_stop(self) -> None:
+        if self.stop.is_set():
+            raise Stopped
+
+    async def _target(self) -> None:
+        target = self.request.target
+        self.progress.note(Step.TARGET, f"resolving {target.key} on {self.request.github_api_url}")
+        self.client = GithubClient(self.secrets.github_token, api_url=self.request.github_api_url)
+        self.plan = await asyncio.to_thread(resolve, self.client, target)
+        self.progress.note(Step.TARGET, self.plan.describe())
+        self._check_stop()
+
+    async def _workspace(self) -> None:
+        assert self.plan is not None
+        plan = self.plan
+        self.workspace = await asyncio.to_thread(
+            prepare, self.workspace_path, plan, self.secrets.github_token
+        )
+        user = plan.user.name or plan.user.login
+        self.progress.note(
+            Step.WORKSPACE,
+            f"cloned {plan.repository.full_name} into {self.workspace_path} as {user}; "
+            f"base {self.workspace.base_ref[:12]}",
+        )
+        allowed = f"only {plan.branch}" if plan.branch else "nothing (review only)"
+        self.progress.note(
+            Step.HOOKS,
+            f"pre-push hook installed: {allowed} may be pushed, never "
+            f"{plan.repository.default_branch}",
+        )
+        self._check_stop()
+
+    def request_prompt(self) -> str:
+        assert self.plan is not None
+        return build_prompt(self.plan, self.request.instructions)
+
+    def _task(self, prompt: str, web_tools: bool) -> EngineTask:
+        engine = self.registry.engine(self.request.engine)
+        login = self.registry.secret_provider(self.request.login)
+        state_dir = Path(tempfile.mkdtemp(prefix="shadowclone-engine-"))
+        self.state_dirs.append(state_dir)
+        env = self.secrets.engine_env(login, state_dir)
+        if self.request.base_url and engine.base_url_env:
+            env[engine.base_url_env] = self.request.base_url
+        assert self.workspace is not None
+        return EngineTask(
+            workspace=self.workspace.path,
+            prompt=prompt,
+            ask_command=ask_command(
+                self.folder.path, self.request.ask_timeout_s, self.secrets.path
+            ),
+            env=env,
+            state_dir=state_dir,
+            model=self.request.model,
+            web_tools=web_tools,
+            limits=EngineLimits(ask_timeout_s=self.request.ask_timeout_s),
+        )
+
+    async def _engine(self, prompt: str) -> EngineResult:
+        assert self.plan is not None
+        self.progress.note(Step.ENGINE, f"starting {self.request.engine}")
+        task = self._task(prompt, web_tools=self.plan.mode is not Mode.REVIEW)
+        session = await self.registry.engine(self.request.engine).factory().launch(task)
+        messages = delivered(self.folder, kinds={InboxKind.MESSAGE})
+        async with contextlib.aclosing(messages):
+            result = await supervise_engine(
+                session, self.progress, messages, self.stop, self.request.stall_timeout_s
+            )
+        return result
+
+    async def _consult(self, prompt: str) -> str:
+        session = (
+            await self.registry.engine(self.request.engine)
+            .factory()
+            .launch(self._task(prompt, web_tools=False))
+        )
+        result = await supervise_engine(
+            session, self.progress, None, self.stop, self.request.stall_timeout_s
+        )
+        return result.last_text
+
+    async def _review(self) -> list[ReviewLine]:
+        assert self.plan is not None and self.workspace is not None
+        loop = asyncio.get_running_loop()
+
+        def consult(prompt: str) -> str:
+            future = asyncio.run_coroutine_threadsafe(self._consult(prompt), loop)
+            return future.result(timeout=CONSULT_TIMEOUT_S)
+
+        context = ReviewContext(
+            workspace=self.workspace.path,
+            base_ref=self.workspace.base_ref,
+            owner_wrote=self.plan.owner_wrote,
+            check_commands=self.request.check_commands,
+            consult=consult,
+        )
+        if self.plan.mode is not Mode.REVIEW:
+            # Reviews read the change as commits: commit what the engine left first.
+            await asyncio.to_thread(
+                self.workspace.commit_all, f"shadowclone: work on #{self.plan.number}"
+            )
+        lines: list[ReviewLine] = []
+        for stage in self.registry.review_stages():
+            self._check_stop_soft()
+            if stage.runs_code and not self.plan.owner_wrote:
+                self._review_line(
+                    ReviewLine(
+                        stage.name, True, "skipped: it would run code the owner did not write"
+                    )
+                )
+                continue
+            try:
+                result = await asyncio.to_thread(stage.factory().run, context)
+                line = ReviewLine(stage.name, result.passed, result.summary)
+            except Exception as error:  # noqa: BLE001 - one broken stage must not sink the clone
+                line = ReviewLine(stage.name, False, f"the stage broke: {error!r}")
+            self._review_line(line)
+            lines.append(line)
+        return lines
+
+    def _check_stop_soft(self) -> None:
+        if self.stop.is_set():
+            self.progress.note(Step.REVIEW, "stop requested: skipping the remaining reviews")
+
+    def _review_line(self, line: ReviewLine) -> None:
+        verdict = "passed" if line.passed else "failed"
+        self.progress.write(
+            ProgressLine(
+                Step.REVIEW, ProgressKind.REVIEW, f"{line.stage}: {verdict}: {line.summary}"
+            )
+        )
+
+    async def _save(self, result: EngineResult, reviews: list[ReviewLine]) -> Saved:
+        assert self.plan is not None and self.workspace is not None and self.client is not None
+        summary = self.progress_redact(self.summary(result, reviews))
+        saved = await asyncio.to_thread(
+            save, self.workspace, self.plan, self.client, result.outcome, summary
+        )
+        self.progress.note(Step.SAVE, saved.note + (f": {saved.pr_url}" if saved.pr_url else ""))
+        return saved
+
+    def progress_redact(self, text: str) -> str:
+        return Redactor(self.secrets.all_values())(text)
+
+    def summary(self, result: EngineResult, reviews: list[ReviewLine]) -> str:
+        """The pull request's body, or the review comment."""
+        parts = [result.last_text.strip() or f"shadowclone ended: {result.outcome}"]
+        if reviews:
+            parts.append(
+                "Review:\n"
+                + "\n".join(
+                    f"- {r.stage}: {'passed' if r.passed else 'failed'}: {r.summary}"
+                    for r in reviews
+                )
+            )
+        parts.append(f"Made by a shadowclone ({self.request.engine}), clone {self.request.id}.")
+        return "\n\n".join(parts)
+
+    def report(self, result: EngineResult, reviews: list[ReviewLine], saved: Saved | None) -> str:
+        target = self.plan.describe() if self.plan else self.request.target.key
+        rows = [f"shadowclone report: {target}", f"outcome: {result.outcome}"]
+        if result.detail and result.outcome is not Outcome.DONE:
+            rows.append(f"why: {result.detail.strip()[-2000:]}")
+        if saved is not None:
+            rows.append(f"saved: {saved.note}")
+            if saved.pr_url:
+                rows.append(f"pull request: {saved.pr_url}")
+        for review in reviews:
+            rows.append(
+                f"review {review.stage}: {'passed' if review.passed else 'failed'}: "
+                f"{review.summary}"
+            )
+        if self.workspace is not None and self.workspace.base_ref:
+            with contextlib.suppress(ShadowcloneError):
+                stat = self.workspace.diff_stat()
+                if stat:
+                    rows.append("changes:\n" + stat)
+        usage = self.usage()
+        if usage:
+            rows.append(usage)
+        if result.last_text.strip():
+            rows.append("the engine's last words:\n" + result.last_text.strip())
+        return "\n".join(rows)
+
+    def usage(self) -> str:
+        lines, _, _ = self.folder.progress()
+        tokens_in = sum(p.usage.input_tokens for p in lines if p.usage)
+        tokens_out = sum(p.usage.output_tokens for p in lines if p.usage)
+        costs = [p.usage.cost_usd for p in lines if p.usage and p.usage.cost_usd is not None]
+        if not (tokens_in or tokens_out or costs):
+            return ""
+        cost = f", ${sum(costs):.4f}" if costs else ""
+        return f"usage: {tokens_in} tokens in, {tokens_out} out{cost}"
+
+
+def build_prompt(plan: Plan, instructions: str) -> str:
+    issue = plan.issue
+    repo = plan.repository.full_name
+    head = f"{repo}#{issue.number}: {issue.title}\n\n{issue.body or '(no description)'}"
+    ask = (
+        "If a decision really needs the owner, call the `ask` tool of the shadowclone_ask MCP "
+        "server with short options and your recommended option; otherwise decide yourself."
+    )
+    if plan.mode is Mode.ISSUE:
+        task = (
+            f"You are working on this GitHub issue in the repository checked out here, on the "
+            f"branch {plan.branch}. Make the change it asks for, with tests where the project "
+            "has them, and commit it with clear messages. Do not push: when you finish, your "
+            "work is pushed and a pull request is opened for you. End with a short summary of "
+            "what you changed, for the pull request's description."
+        )
+    elif plan.mode is Mode.CONTINUE:
+        task = (
+            f"This is the owner's pull request; its branch {plan.branch} is checked out here. "
+            "Continue the work it describes and address what is still open, then commit. Do "
+            "not push: your work is pushed for you. End with a short summary of what you did."
+        )
+    else:
+        task = (
+            "Review this pull request; its head is checked out here. Read the code and the "
+            "diff against the base branch. Do not run the code, its tests or its build, and "
+            "change nothing. End with your review: what is good, what is wrong, what to fix."
+        )
+    extra = f"\n\nThe owner adds: {instructions}" if instructions.strip() else ""
+    return f"{task}\n\n{ask}{extra}\n\n---\n{head}"
+
+
+def _env_path(name: str, default: Path) -> Path:
+    value = os.environ.get(name)
+    return Path(value) if value else default
+
+
+async def run_clone(
+    folder: RunFolder,
+    secrets_file: Path,
+    workspace_path: Path | None = None,
+    registry: Registry | None = None,
+) -> int:
+    """Run the clone of `folder` to its end; returns the exit code."""
+    request = folder.request()
+    try:
+        secrets = Secrets.read(secrets_file)
+    except ShadowcloneError as error:
+        # No secrets to mask yet: the error names only the file and the key.
+        ProgressWriter(folder, lambda text: text).final(Outcome.FAILED, None, str(error))
+        return 1
+    run = CloneRun(
+        folder,
+        request,
+        secrets,
+        workspace_path or folder.path / "workspace",
+        registry or load_registry(),
+    )
+    return await run.run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The entry point `shadowclone-run` (and `python -m shadowclone.run`)."""
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s"
+    )
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per file change
+    folder = RunFolder(_env_path(RUN_FOLDER_VARIABLE, DEFAULT_RUN_FOLDER))
+    secrets_file = _env_path(SECRETS_VARIABLE, DEFAULT_SECRETS_FILE)
+    workspace = os.environ.get(WORKSPACE_VARIABLE)
+    try:
+        return asyncio.run(run_clone(folder, secrets_file, Path(workspace) if workspace else None))
+    except ShadowcloneError as error:
+        print(f"shadowclone-run: {error}", file=sys.stderr)
+        return 2
+
+
+def main_exit() -> None:
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The self-review stage: the engine reads the change in a fresh session and judges it."""
+
+from __future__ import annotations
+
+import subprocess
+
+from shadowclone.plugin.types import ReviewContext, ReviewResult
+
+DIFF_LIMIT = 60_000
+
+PROMPT = """You are reviewing a change in this repository (shadowclone self-review).
+Do not run the code and do not change any file. Read the diff below against {base}.
+Answer with a first line that is exactly PASS or FAIL: <one-line reason>, then your review:
+bugs, missing tests, anything the change breaks.
+
+```diff
+{diff}
+```
+"""
+
+
+class SelfReviewStage:
+    name = "self-review"
+
+    def run(self, context: ReviewContext) -> ReviewResult:
+        if context.consult is None:
+            return ReviewResult(self.name, True, "skipped: no engine to review with")
+        diff = subprocess.run(
+            ["git", "diff", context.base_ref],
+            cwd=context.workspace,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        if not diff.strip():
+            return ReviewResult(self.name, True, "nothing to review: the change is empty")
+        answer = context.consult(PROMPT.format(base=context.base_ref[:12], diff=diff[:DIFF_LIMIT]))
+        first = next((line.strip() for line in answer.splitlines() if line.strip()), "")
+        passed = not first.upper().startswith("FAIL")
+        summary = first if first else "the engine said nothing"
+        return ReviewResult(self.name, passed, summary[:200], answer)

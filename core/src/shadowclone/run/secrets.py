@@ -1,0 +1,71 @@
+"""The secrets file, read inside the clone only (R7): the host never opens it.
+
+The run program reads it once, gives the engine the values its login needs (as variables or
+as files in the engine's private state folder), keeps the GitHub token for its own git and API
+calls, and masks every value in everything it writes (R32).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+import attrs
+
+from shadowclone.errors import ShadowcloneError
+from shadowclone.plugin.types import SecretProviderRegistration
+
+GITHUB_TOKEN_KEY = "github_token"
+
+
+class SecretsError(ShadowcloneError):
+    """The secrets file is missing, unreadable, or lacks a value a login needs."""
+
+
+@attrs.frozen
+class Secrets:
+    path: Path
+    values: dict[str, str]
+
+    @classmethod
+    def read(cls, path: Path) -> Secrets:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise SecretsError(f"{path}: no secrets file is mounted in this clone") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise SecretsError(f"{path}: cannot read the secrets file: {error}") from None
+        except tomllib.TOMLDecodeError as error:
+            raise SecretsError(f"{path}: not valid TOML: {error}") from None
+        values = {k: v.strip() for k, v in data.items() if isinstance(v, str) and v.strip()}
+        return cls(path, values)
+
+    def all_values(self) -> list[str]:
+        return list(self.values.values())
+
+    def require(self, key: str, why: str) -> str:
+        value = self.values.get(key)
+        if not value:
+            raise SecretsError(f"{self.path}: no value for {key} ({why}); paste it there")
+        return value
+
+    @property
+    def github_token(self) -> str:
+        return self.require(GITHUB_TOKEN_KEY, "the GitHub token every clone needs")
+
+    def engine_env(self, login: SecretProviderRegistration, state_dir: Path) -> dict[str, str]:
+        """The variables the engine gets for its login; file secrets are written into
+        `state_dir` (mode 0600) and are not variables."""
+        env: dict[str, str] = {}
+        for secret in login.secrets:
+            value = self.require(secret.key, f"the {login.name} login")
+            if secret.env:
+                env[secret.env] = value
+            if secret.file:
+                target = state_dir / secret.file
+                target.parent.mkdir(parents=True, exist_ok=True)
+                descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                    handle.write(value)
+        return env

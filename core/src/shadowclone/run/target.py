@@ -1,0 +1,71 @@
+"""Target resolution (R26): what the clone works on, and how.
+
+An issue becomes work on a new branch `shadowclone/N-short-title`. A pull request the owner
+wrote in this repository is continued on its own branch. Any other pull request is only
+reviewed: no push, no code run, no network but the model's.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+import attrs
+
+from shadowclone.node.target import Target
+from shadowclone.run.github import GithubClient, Issue, PullRequest, Repository, User
+
+
+class Mode(enum.StrEnum):
+    ISSUE = "issue"
+    CONTINUE = "continue"
+    REVIEW = "review"
+
+
+@attrs.frozen
+class Plan:
+    mode: Mode
+    repository: Repository
+    issue: Issue
+    user: User
+    pull_request: PullRequest | None
+    branch: str | None
+    """The one branch the clone may push; None for a review."""
+
+    @property
+    def owner_wrote(self) -> bool:
+        return self.mode is not Mode.REVIEW
+
+    @property
+    def number(self) -> int:
+        return self.issue.number
+
+    def describe(self) -> str:
+        what = f"#{self.number} {self.issue.title!r}"
+        if self.mode is Mode.ISSUE:
+            return f"issue {what}: work on a new branch {self.branch}"
+        if self.mode is Mode.CONTINUE:
+            return f"your pull request {what}: continue on its branch {self.branch}"
+        author = self.pull_request.author if self.pull_request else "someone"
+        return f"pull request {what} by {author}: review only"
+
+
+def branch_name(number: int, title: str) -> str:
+    words = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+    short = words[:40].rstrip("-") or "work"
+    return f"shadowclone/{number}-{short}"
+
+
+def resolve(client: GithubClient, target: Target) -> Plan:
+    repository = client.repository(target.repo_full_name)
+    issue = client.issue(target.repo_full_name, target.number)
+    user = client.token_user()
+    if not issue.is_pull_request:
+        return Plan(
+            Mode.ISSUE, repository, issue, user, None, branch_name(issue.number, issue.title)
+        )
+    pull = client.pull_request(target.repo_full_name, target.number)
+    mine = pull.author.casefold() == user.login.casefold() and not pull.from_fork
+    if mine and pull.state == "open" and pull.head_branch != repository.default_branch:
+        return Plan(Mode.CONTINUE, repository, issue, user, pull, pull.head_branch)
+    return Plan(Mode.REVIEW, repository, issue, user, pull, None)

@@ -1,0 +1,177 @@
+"""runClone end to end (R25-R27, R30-R32): the real run program, the real Claude Code CLI
+against the scripted fake model server, real git, and the fake GitHub over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from shadowclone.fakes.github import FakeGitHub
+from shadowclone.fakes.models import FakeModelServer, Hang, Reply, Shell, Text
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import ProgressLine, Request, StopMarker
+from shadowclone.node.target import Target
+from shadowclone.plugin.types import Outcome
+from shadowclone.run.program import run_clone
+
+ANTHROPIC_KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+@attrs.define
+class World:
+    tmp: Path
+    github: FakeGitHub
+    token: str
+    stranger_token: str
+
+    def secrets(self) -> Path:
+        path = self.tmp / "secrets.toml"
+        path.write_text(f'github_token = "{self.token}"\nanthropic_api_key = "{ANTHROPIC_KEY}"\n')
+        return path
+
+    def folder(self, number: int, models: FakeModelServer, **changes: Any) -> RunFolder:
+        folder = RunFolder(self.tmp / f"run-{number}")
+        folder.path.mkdir()
+        request = Request(
+            id=f"clone-{number}",
+            target=Target("owner", "app", number),
+            engine="claude",
+            login="claude-api-key",
+            launcher="fake",
+            image="unused",
+            github_url=self.github.url,
+            github_api_url=self.github.api_url,
+            base_url=models.url,
+            stall_timeout_s=120,
+            ask_timeout_s=60,
+        )
+        folder.write_request(attrs.evolve(request, **changes))
+        return folder
+
+    def run(self, folder: RunFolder) -> tuple[int, list[ProgressLine]]:
+        code = asyncio.run(run_clone(folder, self.secrets()))
+        lines, problems, _ = folder.progress()
+        assert not problems
+        return code, lines
+
+
+@pytest.fixture
+def world(tmp_path: Path, engines_on_path: Path) -> Iterator[World]:
+    with FakeGitHub(tmp_path / "github") as github:
+        token = github.add_user("owner", name="The Owner", email="owner@example.com")
+        stranger = github.add_user("stranger", name="A Stranger")
+        github.create_repo("owner/app", files={"README.md": "# app\n"})
+        github.grant("owner/app", "stranger", "read")
+        yield World(tmp_path, github, token, stranger)
+
+
+def models(*replies: Reply) -> FakeModelServer:
+    return FakeModelServer(replies)
+
+
+class TestRunProgram:
+    engine_binaries = ("claude",)
+
+    def test_an_issue_becomes_a_pull_request(self, world: World) -> None:
+        gh = world.github
+        main_before = gh.branch_sha("owner/app", "main")
+        number = gh.create_issue("owner/app", author="owner", title="Add a greeting!")
+        with models(Shell("echo hello > GREETING.md"), Text("Added GREETING.md.")) as server:
+            code, lines = world.run(world.folder(number, server))
+        final = lines[-1]
+        assert (code, final.outcome) == (0, Outcome.DONE)
+        [pull] = gh.pull_requests("owner/app")
+        assert final.pr_url == f"{gh.url}/owner/app/pull/{pull.number}"
+        assert pull.pull is not None and pull.pull.head_ref == "shadowclone/1-add-a-greeting"
+        assert f"Closes #{number}" in pull.body and "Added GREETING.md." in pull.body
+        assert gh.read_file("owner/app", "shadowclone/1-add-a-greeting", "GREETING.md") == "hello\n"
+        assert gh.branch_sha("owner/app", "main") == main_before
+        steps = [line.step.value for line in lines]
+        assert steps.index("target") < steps.index("workspace") < steps.index("hooks")
+        assert steps.index("hooks") < steps.index("engine") < steps.index("review")
+        assert steps.index("review") < steps.index("save") < steps.index("finish")
+        assert final.report is not None and "GREETING.md | 1 +" in final.report
+
+    def test_the_owners_pull_request_is_continued_on_its_branch(self, world: World) -> None:
+        gh = world.github
+        number = gh.create_pull_request(
+            "owner/app", author="owner", branch="feature", title="Feature", files={"a.txt": "a\n"}
+        )
+        before = gh.branch_sha("owner/app", "feature")
+        with models(Shell("echo more >> a.txt"), Text("Extended a.txt.")) as server:
+            code, lines = world.run(world.folder(number, server))
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+        assert gh.read_file("owner/app", "feature", "a.txt") == "a\nmore\n"
+        assert gh.branch_sha("owner/app", "feature") != before
+        assert len(gh.pull_requests("owner/app")) == 1  # no second pull request
+        assert "Extended a.txt." in gh.comments("owner/app", number)[-1].body
+
+    def test_a_strangers_pull_request_is_only_reviewed_and_its_code_never_run(
+        self, world: World
+    ) -> None:
+        gh = world.github
+        marker = world.tmp / "the-code-ran"
+        number = gh.create_pull_request(
+            "owner/app",
+            author="stranger",
+            branch="evil",
+            title="Helpful change",
+            files={"app.py": "print('hi')\n"},
+            fork=True,
+        )
+        before = {b: gh.branch_sha("owner/app", b) for b in ("main",)}
+        with models(Text("Looks fine, but add tests.")) as server:
+            folder = world.folder(number, server, check_commands=(f"touch {marker}",))
+            code, lines = world.run(folder)
+            [request] = [r for r in server.requests if r.api == "anthropic"][:1]
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+        assert not marker.exists(), "the toolchain ran a stranger's code"
+        assert any("toolchain: passed: skipped" in line.text for line in lines)
+        assert "WebFetch" not in request.tool_names() and "WebSearch" not in request.tool_names()
+        assert "Looks fine, but add tests." in gh.comments("owner/app", number)[-1].body
+        assert {b: gh.branch_sha("owner/app", b) for b in before} == before
+        assert not [r for r in gh.requests() if r.path.endswith("git-receive-pack")]
+
+    def test_a_stop_mid_run_still_pushes_the_work(self, world: World) -> None:
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Long work")
+        hang = Hang()
+        with models(Shell("echo wip > WIP.md"), hang) as server:
+            folder = world.folder(number, server)
+
+            def stop_when_the_work_exists() -> None:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    if (folder.path / "workspace" / "WIP.md").exists():
+                        folder.write_stop(StopMarker())
+                        return
+                    time.sleep(0.1)
+
+            stopper = threading.Thread(target=stop_when_the_work_exists)
+            stopper.start()
+            code, lines = world.run(folder)
+            stopper.join()
+            hang.release()
+        assert lines[-1].outcome is Outcome.STOPPED and code == 0
+        assert gh.read_file("owner/app", "shadowclone/1-long-work", "WIP.md") == "wip\n"
+        assert gh.pull_requests("owner/app") == []  # only finished work opens a pull request
+
+    def test_secrets_never_reach_progress_lines_or_the_report(self, world: World) -> None:
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Leak")
+        said = f"The key is {ANTHROPIC_KEY} and the token {world.token}."
+        with models(Shell(f"echo note > NOTE.md; echo {ANTHROPIC_KEY}"), Text(said)) as server:
+            folder = world.folder(number, server)
+            code, _lines = world.run(folder)
+        assert code == 0
+        written = folder.progress_file.read_text()
+        assert ANTHROPIC_KEY not in written and world.token not in written
+        assert "[redacted]" in written
+        [pull] = gh.pull_requests("owner/app")
+        assert ANTHROPIC_KEY not in pull.body and world.token not in pull.body
