@@ -93,8 +93,10 @@ class ProcessTree:
         own_group = os.getpgrp()
         groups: set[int] = set()
         for process in processes:
-            with contextlib.suppress(psutil.Error):
+            # Either call may find the process just gone; that is what we want anyway.
+            with contextlib.suppress(ProcessLookupError):
                 groups.add(os.getpgid(process.pid))
+            with contextlib.suppress(psutil.Error):
                 process.send_signal(signum)
         for group in groups - {own_group, 0, 1}:
             with contextlib.suppress(ProcessLookupError, PermissionError):
