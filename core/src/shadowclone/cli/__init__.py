@@ -11,7 +11,7 @@ import sys
 import click
 
 from shadowclone import __version__
-from shadowclone.cli import clones, config_cmd, demo, plugins_cmd
+from shadowclone.cli import clones, config_cmd, demo, plugins_cmd, service_cmd
 from shadowclone.cli.app import App
 from shadowclone.errors import ShadowcloneError
 
@@ -24,7 +24,13 @@ def cli(ctx: click.Context) -> None:
     ctx.obj = App()
 
 
-for command in (*clones.COMMANDS, config_cmd.config, plugins_cmd.plugins, demo.demo):
+for command in (
+    *clones.COMMANDS,
+    config_cmd.config,
+    plugins_cmd.plugins,
+    service_cmd.service,
+    demo.demo,
+):
     cli.add_command(command)
 
 
