@@ -55,3 +55,19 @@ class TestClaude(EngineScenarios):
 
         with pytest.raises(Refused):
             await watch.session.send("Too late.")
+
+    async def test_web_tools_off_and_the_model_reach_the_request(self, harness: Harness) -> None:
+        harness.server.add(Text("Reviewed."))
+
+        watch = await harness.launch("Review this.", web_tools=False, model="claude-test-model")
+        await watch.turn_ended()
+
+        (request,) = harness.server.model_requests()
+        assert request.body["model"] == "claude-test-model"
+        tools = request.tool_names()
+        assert "Bash" in tools
+        assert "WebFetch" not in tools
+        assert "WebSearch" not in tools
+        assert "mcp__shadowclone_ask__ask" in tools  # listed directly: ENABLE_TOOL_SEARCH=false
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
