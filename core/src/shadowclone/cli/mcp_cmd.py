@@ -14,8 +14,11 @@ pass_app = click.make_pass_decorator(App, ensure=True)
 def mcp(app: App) -> None:
     """Serve start, list, get, send, answer and stop to your assistant over MCP (stdio).
 
-    Your assistant runs this command itself; for Claude Code:
-    claude mcp add shadowclone -- shadowclone mcp
+    Your assistant starts this command itself. To add it (see docs/mcp.md):
+
+    \b
+      claude mcp add --scope user shadowclone -- shadowclone mcp
+      codex mcp add shadowclone -- shadowclone mcp
     """
     from shadowclone.mcp.server import main
 
