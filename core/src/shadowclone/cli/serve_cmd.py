@@ -20,7 +20,7 @@ pass_app = click.make_pass_decorator(App, ensure=True)
 @click.option(
     "--stop-grace",
     type=click.FloatRange(min=0),
-    default=ServeSettings.stop_grace_s,
+    default=ServeSettings().stop_grace_s,
     show_default=True,
     help="Seconds a stopped clone has to save its work before it is made to end.",
 )

@@ -21,7 +21,9 @@ from shadowclone.plugin import (
 
 
 def _launcher() -> Launcher:
-    raise PluginUnavailable("the fake launcher is not available yet in this version")
+    from shadowclone_fake_launch.launcher import FakeLauncher
+
+    return FakeLauncher()
 
 
 def _engine() -> Engine:

@@ -1,0 +1,1 @@
+"""serve: the daemon that turns requests into running clones and running clones into records."""

@@ -1,0 +1,69 @@
+"""serve.lock: one serve per machine (R18), and which process that is."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+
+import filelock
+
+from shadowclone.config import Paths
+from shadowclone.errors import Refused
+from shadowclone.node.files import write_atomic
+
+PID_WAIT_S = 2.0
+"""How long a refused serve waits for the holder to write its pid (it does so right after
+taking the lock)."""
+
+
+def pid_file(paths: Paths) -> Path:
+    return paths.serve_lock.with_name("serve.pid")
+
+
+def holder(paths: Paths) -> int | None:
+    """The pid written by the serve that holds the lock, if it has written it."""
+    try:
+        text = pid_file(paths).read_text(encoding="ascii").strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+class ServeLock:
+    """Held for the life of `serve_clones`; a second serve is refused, naming the holder."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+        self._lock = filelock.FileLock(paths.serve_lock, thread_local=False)
+
+    def __enter__(self) -> ServeLock:
+        self.paths.clones_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire(blocking=False)
+        except filelock.Timeout:
+            raise Refused(self._refusal()) from None
+        write_atomic(pid_file(self.paths), f"{os.getpid()}\n".encode())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if holder(self.paths) == os.getpid():
+            with contextlib.suppress(FileNotFoundError):
+                pid_file(self.paths).unlink()
+        self._lock.release()
+
+    def _refusal(self) -> str:
+        deadline = time.monotonic() + PID_WAIT_S
+        pid = holder(self.paths)
+        while pid is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            pid = holder(self.paths)
+        who = f"process {pid}" if pid is not None else "another process (pid not written)"
+        return f"serve is already running on this machine: {who} holds {self.paths.serve_lock}"

@@ -1,0 +1,528 @@
+"""serveClones: the queue, launching, records, exactly-once delivery and crash recovery.
+
+Who writes what: `start` writes request.json (after the active marker), the clone appends
+progress lines, the owner's `send` and `answer` append to the inbox, `stop` writes the stop
+marker, and serve alone writes record.json (R18) and appends to deliveries.jsonl, the only
+inbox the clone reads. The deliveries file is itself the record of what was delivered, so a
+restart of serve, however abrupt, neither drops nor repeats a line (R21).
+
+serve sleeps on filesystem events for the clones folder (watchfiles), wakes a few times a
+second to check its timers and asks the launcher how its clones are doing about once a second;
+everything is also read again every few seconds in case an event was missed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import logging.handlers
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlparse
+
+import attrs
+from watchfiles import Change, watch
+
+from shadowclone.config import Config, Paths
+from shadowclone.errors import MalformedFile
+from shadowclone.node import files, schemas
+from shadowclone.node.runfolder import ID_PATTERN, RunFolder, run_folders
+from shadowclone.node.schemas import Question, Record, Request, State, now
+from shadowclone.plugin.manager import Registry, load_registry
+from shadowclone.plugin.types import CloneState, CloneStatus, Launcher, LaunchSpec, NetworkMode
+from shadowclone.serve import records
+from shadowclone.serve.lock import ServeLock
+
+log = logging.getLogger(__name__)
+
+WATCHED_NAMES = frozenset({"request.json", "progress.jsonl", "inbox.jsonl", "stop.json"})
+"""The run-folder files others write; serve's own writes (record, deliveries) wake nothing."""
+
+LABEL_CLONE = "shadowclone.clone"
+LABEL_TARGET = "shadowclone.target"
+
+
+@attrs.frozen
+class ServeSettings:
+    stop_grace_s: float = 60.0
+    """After a stop marker (or a final line), how long a clone has to save its work and exit
+    before serve asks its launcher to stop it."""
+    kill_grace_s: float = 10.0
+    """The launcher's own grace between asking the clone to end and forcing it."""
+    status_poll_s: float = 1.0
+    """How often the launcher is asked about running clones."""
+    rescan_s: float = 5.0
+    """The safety net: every clone is read again this often, events or not."""
+    tick_s: float = 0.25
+    """The longest serve sleeps between looking at its timers."""
+
+
+@attrs.define
+class Clone:
+    """What serve holds in memory for one active clone; the files stay the truth."""
+
+    folder: RunFolder
+    request: Request
+    record: Record
+    asked: dict[str, Question] = attrs.field(factory=dict)
+    progress_offset: int = 0
+    inbox_offset: int = 0
+    deliveries_offset: int = 0
+    delivered: set[str] = attrs.field(factory=set)
+    stop_at: datetime | None = None
+    """When the stop marker was written, if there is one."""
+    final_at: datetime | None = None
+    """When the final line was written, if it was."""
+    stopping: threading.Thread | None = None
+
+    @property
+    def id(self) -> str:
+        return self.folder.id
+
+    @property
+    def launched(self) -> bool:
+        return self.record.state in (State.RUNNING, State.WAITING)
+
+
+class Server:
+    """One serve: the clones it follows and the launcher that runs them."""
+
+    def __init__(
+        self,
+        config: Config,
+        paths: Paths,
+        launcher: Launcher,
+        settings: ServeSettings,
+        clock: Callable[[], datetime] = now,
+    ) -> None:
+        self.config = config
+        self.paths = paths
+        self.launcher = launcher
+        self.settings = settings
+        self.clock = clock
+        self.clones: dict[str, Clone] = {}
+        self._last_poll = 0.0
+        self._last_rescan = 0.0
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self, stop_event: threading.Event, ready: threading.Event | None = None) -> None:
+        self.recover()
+        self.launch_queued()
+        # The first pass reads everything again: what changed before the watcher started
+        # sent no event.
+        self._last_poll, self._last_rescan = time.monotonic(), 0.0
+        if ready is not None:
+            ready.set()
+        log.info(
+            "serve (pid %d) is running: %d active clones, at most %d at once",
+            os.getpid(),
+            len(self.clones),
+            self.config.parallel_clones,
+        )
+        for touched in self._changes(stop_event):
+            self.step(touched)
+        log.info("serve stops; running clones go on and the next serve takes them up")
+
+    def step(self, touched: set[str]) -> None:
+        """One pass: the clones whose files changed, then the timers, then the queue."""
+        for clone_id in sorted(touched):
+            clone = self.clones.get(clone_id) or self.track(clone_id)
+            if clone is not None:
+                self.sync(clone)
+        moment = time.monotonic()
+        if moment - self._last_rescan >= self.settings.rescan_s:
+            self._last_rescan = moment
+            self.rescan()
+        if moment - self._last_poll >= self.settings.status_poll_s:
+            self._last_poll = moment
+            self.poll([c for c in self.clones.values() if c.launched])
+        else:  # a clone that has said its last word, or was stopped, is about to exit
+            self.poll([c for c in self.clones.values() if c.launched and (c.final_at or c.stop_at)])
+        self.check_deadlines()
+        self.launch_queued()
+
+    def _changes(self, stop_event: threading.Event) -> Iterator[set[str]]:
+        """Ids of clones whose files changed, or an empty set at least every `tick_s`."""
+        root = self.paths.clones_dir
+
+        def wanted(_change: Change, path: str) -> bool:
+            return _clone_of(Path(path)) is not None
+
+        try:
+            for changes in watch(
+                root,
+                watch_filter=wanted,
+                debounce=200,
+                step=10,
+                stop_event=stop_event,
+                rust_timeout=int(self.settings.tick_s * 1000),
+                yield_on_timeout=True,
+                raise_interrupt=False,
+            ):
+                yield {c for _, path in changes if (c := _clone_of(Path(path))) is not None}
+        except (OSError, RuntimeError) as error:
+            log.warning(
+                "cannot watch %s (%s); reading it every %s s", root, error, self.settings.tick_s
+            )
+            while not stop_event.wait(self.settings.tick_s):
+                yield set()
+
+    # ------------------------------------------------------------------ finding clones
+
+    def recover(self) -> None:
+        """At start: take up every active clone, and settle with the launcher what happened
+        while no serve ran (R22)."""
+        self.paths.active_dir.mkdir(parents=True, exist_ok=True)
+        for clone_id in sorted(self._candidates()):
+            self.track(clone_id)
+        known = {status.clone_id: status for status in self.launcher.running()}
+        for clone in list(self.clones.values()):
+            self.reconcile(clone, known.get(clone.id) or self.launcher.status(clone.id))
+        for clone_id, status in known.items():
+            if clone_id not in self.clones:
+                self.settle_orphan(clone_id, status)
+
+    def _candidates(self) -> set[str]:
+        """Active markers, and (once, at start) every run folder whose record is missing or
+        active: a marker may have been removed by admission for a stopped queued clone."""
+        ids = self._markers()
+        for folder in run_folders(self.paths.clones_dir):
+            if folder.id in ids or not folder.exists():
+                continue
+            try:
+                record = folder.record()
+            except MalformedFile:
+                ids.add(folder.id)
+                continue
+            if record is None or record.state.active:
+                ids.add(folder.id)
+        return ids
+
+    def _markers(self) -> set[str]:
+        try:
+            return {n for n in os.listdir(self.paths.active_dir) if ID_PATTERN.match(n)}
+        except FileNotFoundError:
+            return set()
+
+    def rescan(self) -> None:
+        for clone_id in sorted(self._markers() - self.clones.keys()):
+            self.track(clone_id)
+        for clone in list(self.clones.values()):
+            self.sync(clone)
+
+    def track(self, clone_id: str) -> Clone | None:
+        """Start following a clone, writing its first record if it has none; None for a
+        clone that is not (or no longer) active."""
+        folder = RunFolder(self.paths.clones_dir / clone_id)
+        try:
+            request = folder.request()
+        except FileNotFoundError:
+            return None  # a start in progress, or a marker left by a start that died
+        except MalformedFile as error:
+            log.error("clone %s cannot run: %s", clone_id, error)
+            self._end_untracked(folder, str(error))
+            return None
+        try:
+            record = folder.record()
+        except MalformedFile as error:
+            # Only serve writes it, atomically: rebuild it, and let the launcher say whether
+            # the clone runs rather than risk launching it twice.
+            log.error("%s; rebuilding it", error)
+            record = Record(id=clone_id, state=State.RUNNING, reason=f"record rebuilt: {error}")
+            folder.write_record(record)
+        if record is None:
+            record = Record(id=clone_id, state=State.QUEUED, updated_at=self.clock())
+            folder.write_record(record)
+            log.info("clone %s on %s is queued", clone_id, request.target.key)
+        if not record.state.active:
+            self._release(clone_id)
+            return None
+        clone = Clone(folder=folder, request=request, record=record)
+        delivered, _, clone.deliveries_offset = folder.deliveries()
+        clone.delivered = {line.id for line in delivered}
+        self.clones[clone_id] = clone
+        self.read_progress(clone)
+        return clone
+
+    def reconcile(self, clone: Clone, status: CloneStatus) -> None:
+        """Settle one clone with its launcher's word, after a restart."""
+        record = clone.record
+        if record.state is State.QUEUED:
+            if status.state is CloneState.MISSING:
+                if record.launching_at is not None:
+                    log.info("clone %s never reached its launcher; it stays queued", clone.id)
+                    self.write(clone, attrs.evolve(record, launching_at=None))
+                return
+            log.info("clone %s was launched before serve stopped; following it", clone.id)
+            started = record.launching_at or self.clock()
+            self.write(
+                clone,
+                attrs.evolve(record, state=State.RUNNING, started_at=started, launching_at=None),
+            )
+            self.read_progress(clone)
+        if status.state is CloneState.MISSING:
+            self.vanished(clone)
+        elif status.state is CloneState.EXITED:
+            self.finish(clone, status)
+        else:
+            self.deliver(clone)
+
+    def settle_orphan(self, clone_id: str, status: CloneStatus) -> None:
+        """A clone the launcher has and serve does not follow: ended ones are removed; one
+        with no run folder here is left alone (it may belong to another clones folder)."""
+        folder = RunFolder(self.paths.clones_dir / clone_id)
+        if not folder.exists():
+            log.warning(
+                "the launcher has clone %s (%s), which has no run folder in %s; leaving it",
+                clone_id,
+                status.state,
+                self.paths.clones_dir,
+            )
+            return
+        self._release(clone_id)
+
+    # ------------------------------------------------------------------ following a clone
+
+    def sync(self, clone: Clone) -> None:
+        self.read_progress(clone)
+        marker = clone.folder.stop_marker()
+        clone.stop_at = marker.at if marker is not None else None
+        if clone.record.state is State.QUEUED and marker is not None:
+            log.info("clone %s was stopped before it started", clone.id)
+            self.write(clone, records.stopped_in_queue(clone.record, self.clock()))
+            self._forget(clone)
+            return
+        if clone.launched:
+            self.deliver(clone)
+
+    def read_progress(self, clone: Clone) -> None:
+        lines, _, clone.progress_offset = clone.folder.progress(clone.progress_offset)
+        if not lines:
+            return
+        final = next((line for line in reversed(lines) if line.final), None)
+        if final is not None and clone.final_at is None:
+            clone.final_at = final.at
+        self.write(clone, records.fold_progress(clone.record, lines, clone.asked))
+
+    def deliver(self, clone: Clone) -> None:
+        """Copy each inbox line the clone has not had to its deliveries, once (R21)."""
+        seen, _, clone.deliveries_offset = clone.folder.deliveries(clone.deliveries_offset)
+        clone.delivered.update(line.id for line in seen)
+        lines, _, clone.inbox_offset = clone.folder.inbox(clone.inbox_offset)
+        for line in lines:
+            if line.id in clone.delivered:
+                continue
+            files.append_line(clone.folder.deliveries_file, schemas.dumps(line))
+            clone.delivered.add(line.id)
+            log.info("delivered %s %s to clone %s", line.kind, line.id, clone.id)
+
+    def check_deadlines(self) -> None:
+        """A clone stopped (or finished) `stop_grace_s` ago that still runs is stopped by its
+        launcher."""
+        moment = self.clock()
+        grace = timedelta(seconds=self.settings.stop_grace_s)
+        for clone in self.clones.values():
+            if not clone.launched or clone.stopping is not None:
+                continue
+            marks = [t for t in (clone.stop_at, clone.final_at) if t is not None]
+            if not marks or moment - min(marks) < grace:
+                continue
+            why = "a stop marker" if clone.stop_at is not None else "its final line"
+            log.info("clone %s still runs %s after %s; stopping it", clone.id, grace, why)
+            clone.stopping = threading.Thread(
+                target=self._stop, args=(clone.id,), name=f"stop {clone.id}", daemon=True
+            )
+            clone.stopping.start()
+
+    def _stop(self, clone_id: str) -> None:
+        try:
+            self.launcher.stop(clone_id, grace_s=self.settings.kill_grace_s)
+        except Exception:
+            log.exception("the launcher could not stop clone %s", clone_id)
+
+    def poll(self, clones: list[Clone]) -> None:
+        """Ask the launcher about `clones` and record the ones that have ended."""
+        if not clones:
+            return
+        try:
+            known = {status.clone_id: status for status in self.launcher.running()}
+            for clone in clones:
+                status = known.get(clone.id) or self.launcher.status(clone.id)
+                if status.state is CloneState.EXITED:
+                    self.finish(clone, status)
+                elif status.state is CloneState.MISSING:
+                    self.vanished(clone)
+        except Exception:
+            log.exception("cannot ask the launcher about its clones; trying again soon")
+
+    # ------------------------------------------------------------------ the queue
+
+    def launch_queued(self) -> None:
+        """Queued clones start in request order, at most `parallel_clones` at once, and one at
+        a time per login that allows only one (R19)."""
+        running = [c for c in self.clones.values() if c.launched]
+        queued = sorted(
+            (c for c in self.clones.values() if c.record.state is State.QUEUED),
+            key=lambda c: (c.request.requested_at, c.id),
+        )
+        busy = {c.request.login for c in running}
+        for clone in queued:
+            if len(running) >= self.config.parallel_clones:
+                return
+            if clone.request.one_at_a_time and clone.request.login in busy:
+                continue
+            if clone.folder.stop_marker() is not None:
+                self.sync(clone)  # stopped in the queue: never starts (R14)
+                continue
+            self.launch(clone)
+            if clone.launched:
+                running.append(clone)
+                busy.add(clone.request.login)
+
+    def launch(self, clone: Clone) -> None:
+        moment = self.clock()
+        self.write(clone, attrs.evolve(clone.record, launching_at=moment))
+        try:
+            self.launcher.launch(self.spec(clone))
+        except Exception as error:  # noqa: BLE001 - any launcher failure fails this clone only
+            log.error("clone %s could not be launched: %s", clone.id, error)
+            self.write(clone, records.failed(clone.record, f"launch failed: {error}", moment))
+            self._forget(clone)
+            return
+        self.write(
+            clone,
+            attrs.evolve(clone.record, state=State.RUNNING, started_at=moment, launching_at=None),
+        )
+        log.info("clone %s on %s is running", clone.id, clone.request.target.key)
+        self.read_progress(clone)
+        self.deliver(clone)
+
+    def spec(self, clone: Clone) -> LaunchSpec:
+        request = clone.request
+        model_host = urlparse(request.base_url).netloc if request.base_url else None
+        return LaunchSpec(
+            clone_id=clone.id,
+            run_folder=clone.folder.path,
+            secrets_file=self.paths.secrets_file,
+            image=request.image,
+            network=NetworkMode.OPEN,
+            model_host=model_host or None,
+            labels={LABEL_CLONE: clone.id, LABEL_TARGET: request.target.key},
+            cpus=self.config.limits.cpus,
+            memory=self.config.limits.memory,
+        )
+
+    # ------------------------------------------------------------------ endings
+
+    def finish(self, clone: Clone, status: CloneStatus) -> None:
+        """The launcher says the clone exited: record how (R20), then let it go."""
+        self.read_progress(clone)
+        stop_requested = clone.folder.stop_marker() is not None
+        record = records.ended(clone.record, status, stop_requested, self.clock())
+        self.write(clone, record)
+        log.info(
+            "clone %s ended %s (exit code %s)%s",
+            clone.id,
+            record.state,
+            record.exit_code,
+            f": {record.reason}" if record.reason else "",
+        )
+        self._forget(clone)
+
+    def vanished(self, clone: Clone) -> None:
+        log.error("clone %s was running and its launcher no longer knows it", clone.id)
+        reason = "vanished: the launcher has no trace of this clone"
+        self.write(clone, records.failed(clone.record, reason, self.clock()))
+        self._forget(clone)
+
+    def _forget(self, clone: Clone) -> None:
+        """Only once the ending is written: drop the active marker, then the launcher's copy."""
+        self.clones.pop(clone.id, None)
+        self._release(clone.id)
+
+    def _release(self, clone_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.paths.active_dir / clone_id).unlink()
+        try:
+            if self.launcher.status(clone_id).state is not CloneState.MISSING:
+                self.launcher.remove(clone_id)
+        except Exception:
+            log.exception("the launcher could not remove clone %s", clone_id)
+
+    def _end_untracked(self, folder: RunFolder, reason: str) -> None:
+        try:
+            record = folder.record()
+        except MalformedFile:
+            record = None
+        if record is None or record.state.active:
+            base = record or Record(id=folder.id, state=State.QUEUED)
+            folder.write_record(records.failed(base, reason, self.clock()))
+        self._release(folder.id)
+
+    def write(self, clone: Clone, record: Record) -> None:
+        """Write the record if it changed (serve alone writes it, R18)."""
+        if attrs.evolve(record, updated_at=clone.record.updated_at) == clone.record:
+            return
+        clone.record = attrs.evolve(record, updated_at=self.clock())
+        clone.folder.write_record(clone.record)
+
+
+def _clone_of(path: Path) -> str | None:
+    """The clone a changed path belongs to, if it is one serve reacts to."""
+    parent = path.parent.name
+    if parent == "active":
+        return path.name if ID_PATTERN.match(path.name) else None
+    if ID_PATTERN.match(parent) and path.name in WATCHED_NAMES:
+        return parent
+    return None
+
+
+@contextlib.contextmanager
+def _log_file(paths: Paths) -> Iterator[None]:
+    """serve's log in the clones folder, beside stderr (the CLI sets that up)."""
+    package = logging.getLogger("shadowclone")
+    handler = logging.handlers.RotatingFileHandler(
+        paths.serve_log, maxBytes=5_000_000, backupCount=2, encoding="utf-8"
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    level = package.level
+    if package.getEffectiveLevel() > logging.INFO:
+        package.setLevel(logging.INFO)
+    package.addHandler(handler)
+    try:
+        yield
+    finally:
+        package.removeHandler(handler)
+        package.setLevel(level)
+        handler.close()
+
+
+def serve_clones(
+    config: Config,
+    paths: Paths,
+    registry: Registry | None = None,
+    stop_event: threading.Event | None = None,
+    *,
+    launcher: Launcher | None = None,
+    settings: ServeSettings | None = None,
+    ready: threading.Event | None = None,
+) -> None:
+    """Run clones until `stop_event` is set (the spec's serveClones, R18-R22).
+
+    Holds serve.lock for its whole life: a second serve raises `Refused` naming the process
+    that holds it. The launcher is the config's, from `registry`, unless one is given. `ready`
+    is set once the clones of an earlier serve have been taken up. Returning leaves the
+    clones running; the next serve goes on with them.
+    """
+    stop_event = stop_event or threading.Event()
+    with ServeLock(paths), _log_file(paths):
+        if launcher is None:
+            registry = registry or load_registry(config.plugins.disabled)
+            launcher = registry.launcher(config.launcher).factory()
+        launcher.check()
+        Server(config, paths, launcher, settings or ServeSettings()).run(stop_event, ready)

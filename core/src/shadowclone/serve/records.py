@@ -1,0 +1,114 @@
+"""How serve turns what it sees (progress lines, a launcher's report) into a clone's record.
+
+Pure functions of the old record and the new facts, so the rules of R14, R18 and R20 can be
+read, and tested, in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import attrs
+
+from shadowclone.node.schemas import ProgressKind, ProgressLine, Question, Record, State
+from shadowclone.plugin.types import CloneStatus, Outcome
+
+ENDED_BY: dict[Outcome, State] = {
+    Outcome.DONE: State.DONE,
+    Outcome.FAILED: State.FAILED,
+    Outcome.STOPPED: State.STOPPED,
+    Outcome.STALLED: State.FAILED,
+}
+"""The state a clone ends in, by the outcome of its final line."""
+
+
+def fold_progress(
+    record: Record, lines: Sequence[ProgressLine], asked: dict[str, Question]
+) -> Record:
+    """The record after `lines`; `asked` holds the open questions by id and is updated."""
+    if not lines:
+        return record
+    pr_url, outcome, report = record.pr_url, record.outcome, record.report
+    for line in lines:
+        if line.kind is ProgressKind.QUESTION and line.question is not None:
+            asked[line.question.id] = line.question
+        if line.answer is not None:
+            asked.pop(line.answer.question_id, None)
+        if line.pr_url:
+            pr_url = line.pr_url
+        if line.final:
+            outcome = line.outcome or Outcome.FAILED
+            report = line.report
+            asked.clear()
+    question = next(reversed(asked.values()), None)
+    state = record.state
+    if state in (State.RUNNING, State.WAITING):
+        state = State.WAITING if question is not None else State.RUNNING
+    return attrs.evolve(
+        record,
+        state=state,
+        last_progress=lines[-1],
+        question=question,
+        pr_url=pr_url,
+        outcome=outcome,
+        report=report,
+    )
+
+
+def ended(record: Record, status: CloneStatus, stop_requested: bool, at: datetime) -> Record:
+    """The record of a clone its launcher reports exited (R20): the final line's outcome if it
+    wrote one, else `failed` with its last output, or `stopped` if the owner stopped it."""
+    if record.outcome is not None:
+        state = ENDED_BY[record.outcome]
+        outcome = record.outcome
+        reason = ""
+        if record.outcome is Outcome.STALLED:
+            said = record.last_progress.text if record.last_progress else ""
+            reason = "stalled: the engine showed nothing for too long" + (
+                f" ({said})" if said else ""
+            )
+    elif stop_requested:
+        state, outcome = State.STOPPED, Outcome.STOPPED
+        reason = "stopped before it wrote a final progress line"
+    else:
+        state, outcome = State.FAILED, Outcome.FAILED
+        code = "unknown" if status.exit_code is None else str(status.exit_code)
+        reason = f"the clone exited (exit code {code}) with no final progress line"
+    return attrs.evolve(
+        record,
+        state=state,
+        outcome=outcome,
+        reason=reason,
+        exit_code=status.exit_code,
+        ended_at=at,
+        question=None,
+        launching_at=None,
+        output_tail="" if state is State.DONE else status.output_tail,
+    )
+
+
+def failed(record: Record, reason: str, at: datetime, output_tail: str = "") -> Record:
+    """A clone that ends without its launcher's word: a failed launch, a clone lost."""
+    return attrs.evolve(
+        record,
+        state=State.FAILED,
+        outcome=Outcome.FAILED,
+        reason=reason,
+        ended_at=at,
+        question=None,
+        launching_at=None,
+        output_tail=output_tail or record.output_tail,
+    )
+
+
+def stopped_in_queue(record: Record, at: datetime) -> Record:
+    """A queued clone with a stop marker never starts (R14)."""
+    return attrs.evolve(
+        record,
+        state=State.STOPPED,
+        outcome=Outcome.STOPPED,
+        reason="stopped before it started",
+        ended_at=at,
+        launching_at=None,
+    )

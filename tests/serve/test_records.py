@@ -1,0 +1,87 @@
+"""How progress lines and a launcher's report become a record (R15, R16, R20)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from shadowclone.node.schemas import (
+    Answer,
+    ProgressKind,
+    ProgressLine,
+    Question,
+    Record,
+    State,
+    Step,
+)
+from shadowclone.plugin import CloneState, CloneStatus, Outcome
+from shadowclone.serve import records
+
+AT = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+QUESTION = Question("q1", "Which way?", ("left", "right"), "left")
+
+
+def line(kind: ProgressKind, **fields: object) -> ProgressLine:
+    return ProgressLine(Step.ENGINE, kind, **fields)  # type: ignore[arg-type]
+
+
+def test_an_open_question_makes_a_running_clone_waiting_and_its_answer_running() -> None:
+    asked: dict[str, Question] = {}
+    running = Record("c", State.RUNNING)
+    waiting = records.fold_progress(
+        running,
+        [line(ProgressKind.NOTE, text="hi"), line(ProgressKind.QUESTION, question=QUESTION)],
+        asked,
+    )
+    assert (waiting.state, waiting.question) == (State.WAITING, QUESTION)
+    answered = records.fold_progress(
+        waiting, [line(ProgressKind.ANSWER, answer=Answer("q1", "right"))], asked
+    )
+    assert (answered.state, answered.question) == (State.RUNNING, None)
+    assert answered.last_progress is not None and answered.last_progress.kind is ProgressKind.ANSWER
+
+
+def test_the_final_line_carries_outcome_report_and_pull_request() -> None:
+    final = ProgressLine(
+        Step.FINISH, ProgressKind.FINAL, outcome=Outcome.DONE, report="r", pr_url="https://p/1"
+    )
+    record = records.fold_progress(Record("c", State.RUNNING), [final], {})
+    assert (record.outcome, record.report, record.pr_url) == (Outcome.DONE, "r", "https://p/1")
+    assert record.state is State.RUNNING  # until the launcher says it exited
+
+
+def test_no_lines_change_nothing() -> None:
+    record = Record("c", State.RUNNING)
+    assert records.fold_progress(record, [], {}) is record
+
+
+@pytest.mark.parametrize(
+    ("outcome", "state"),
+    [
+        (Outcome.DONE, State.DONE),
+        (Outcome.FAILED, State.FAILED),
+        (Outcome.STOPPED, State.STOPPED),
+        (Outcome.STALLED, State.FAILED),
+    ],
+)
+def test_an_exit_after_a_final_line_ends_as_the_line_says(outcome: Outcome, state: State) -> None:
+    record = Record("c", State.RUNNING, outcome=outcome)
+    status = CloneStatus("c", CloneState.EXITED, 0, "output")
+    ended = records.ended(record, status, stop_requested=False, at=AT)
+    assert (ended.state, ended.exit_code, ended.ended_at) == (state, 0, AT)
+    assert ended.output_tail == ("" if state is State.DONE else "output")
+    assert ended.reason.startswith("stalled") == (outcome is Outcome.STALLED)
+
+
+def test_an_exit_with_no_final_line_is_failed_with_its_output_kept() -> None:
+    status = CloneStatus("c", CloneState.EXITED, 2, "Traceback: boom")
+    ended = records.ended(Record("c", State.RUNNING), status, stop_requested=False, at=AT)
+    assert (ended.state, ended.outcome, ended.exit_code) == (State.FAILED, Outcome.FAILED, 2)
+    assert ended.output_tail == "Traceback: boom"
+    assert "exit code 2" in ended.reason
+
+
+def test_an_exit_with_no_final_line_after_a_stop_is_stopped() -> None:
+    status = CloneStatus("c", CloneState.EXITED, 137, "")
+    ended = records.ended(Record("c", State.WAITING), status, stop_requested=True, at=AT)
+    assert (ended.state, ended.outcome, ended.question) == (State.STOPPED, Outcome.STOPPED, None)

@@ -1,0 +1,433 @@
+"""serve with the fake launcher: the queue, records, stops, deliveries and the lock (R14,
+R18-R22), on a real clones folder with clones as real local processes."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import attrs
+import pytest
+from shadowclone.config import Paths
+from shadowclone.errors import PluginUnavailable, Refused
+from shadowclone.node import files
+from shadowclone.node.local import LocalNode, local_node
+from shadowclone.node.runfolder import RunFolder, new_clone_id
+from shadowclone.node.schemas import (
+    InboxKind,
+    ProgressKind,
+    Record,
+    Request,
+    State,
+)
+from shadowclone.node.target import Target
+from shadowclone.plugin import CloneState, LaunchSpec, Outcome
+from shadowclone.serve.loop import serve_clones
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
+from shadowclone_fake_launch.scripts import Play, Script
+
+from tests.conftest import set_up
+from tests.serve.conftest import (
+    FAST,
+    Scripts,
+    ServeProcess,
+    record_of,
+    serving,
+    state_of,
+    wait_state,
+    wait_until,
+)
+
+HANG = Script(play=Play.HANG)
+ECHO = Script(play=Play.ECHO)
+
+
+@pytest.fixture
+def ready(home: Paths, scripts: Scripts) -> Scripts:
+    set_up(home)
+    return scripts
+
+
+def with_parallel(node: LocalNode, parallel: int) -> LocalNode:
+    return LocalNode(attrs.evolve(node.config, parallel_clones=parallel), node.paths)
+
+
+def queue(
+    paths: Paths, number: int, *, one_at_a_time: bool = False, login: str = "no-login"
+) -> str:
+    """Queue a clone the way `start` does (marker, then request), with any login's limits."""
+    at = datetime.now(UTC)
+    clone_id = new_clone_id(at)
+    folder = RunFolder(paths.clones_dir / clone_id)
+    folder.path.mkdir(parents=True)
+    target = Target("acme", "app", number)
+    paths.active_dir.mkdir(parents=True, exist_ok=True)
+    files.write_atomic(paths.active_dir / clone_id, target.key.encode())
+    folder.write_request(
+        Request(
+            id=clone_id,
+            target=target,
+            engine="scripted",
+            login=login,
+            launcher="fake",
+            image="unused",
+            github_url="https://github.com",
+            github_api_url="https://api.github.com",
+            requested_at=at,
+            one_at_a_time=one_at_a_time,
+        )
+    )
+    return clone_id
+
+
+def progress_texts(paths: Paths, clone_id: str, kind: ProgressKind) -> list[str]:
+    lines, _, _ = RunFolder(paths.clones_dir / clone_id).progress()
+    return [line.text for line in lines if line.kind is kind]
+
+
+def test_a_clone_runs_and_serve_records_how_it_ended(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.set("acme/app#1", Script(play=Play.FINISH, steps=3, pr_url="https://x/pull/9"))
+    clone = node.start("acme/app#1")
+    assert record_of(home, clone.id) is None  # only serve writes records
+    with serving(node):
+        record = wait_state(home, clone.id, State.DONE)
+    assert record.outcome is Outcome.DONE
+    assert record.exit_code == 0
+    assert record.pr_url == "https://x/pull/9"
+    assert record.report == "all done"
+    assert record.started_at is not None and record.ended_at is not None
+    assert record.started_at <= record.ended_at
+    assert record.last_progress is not None and record.last_progress.final
+    assert not (home.active_dir / clone.id).exists()
+    assert FakeLauncher(default_state_dir()).status(clone.id).state is CloneState.MISSING
+    view = node.get(clone.id)
+    assert (view.state, view.pr_url) == (State.DONE, "https://x/pull/9")
+    assert ready.starts() == [clone.id]
+
+
+def test_queued_clones_start_in_request_order_within_parallel_clones(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.default = HANG
+    ready.save()
+    node = with_parallel(node, 2)
+    ids = [node.start(f"acme/app#{n}").id for n in range(1, 6)]
+    with serving(node):
+        wait_state(home, ids[0], State.RUNNING)
+        wait_state(home, ids[1], State.RUNNING)
+        for clone_id in ids:
+            node.stop(clone_id)
+        for clone_id in ids:
+            wait_state(home, clone_id, State.STOPPED)
+    records = [record_of(home, clone_id) for clone_id in ids]
+    assert all(r is not None for r in records)
+    # Two ran; the stop reached the rest while they were queued, and they never started.
+    assert ready.starts() == ids[:2]
+    assert [r.started_at is not None for r in records if r] == [True, True, False, False, False]
+
+
+def test_parallel_clones_bounds_the_running_clones_and_order_is_kept(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.default = Script(play=Play.FINISH, steps=2, delay_s=0.2)
+    ready.save()
+    node = with_parallel(node, 2)
+    ids = [node.start(f"acme/app#{n}").id for n in range(1, 5)]
+    with serving(node):
+        for clone_id in ids:
+            wait_state(home, clone_id, State.DONE)
+    assert ready.starts() == ids
+    spans = []
+    for clone_id in ids:
+        record = record_of(home, clone_id)
+        assert record is not None and record.started_at and record.ended_at
+        spans.append((record.started_at, record.ended_at))
+    for start, _ in spans:
+        overlapping = [1 for s, e in spans if s <= start < e]
+        assert len(overlapping) <= 2
+
+
+def test_a_login_for_one_clone_at_a_time_runs_its_clones_one_by_one(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.default = HANG
+    ready.save()
+    node = with_parallel(node, 3)
+    first = queue(home, 1, one_at_a_time=True, login="chatgpt-plan")
+    second = queue(home, 2, one_at_a_time=True, login="chatgpt-plan")
+    other = queue(home, 3)
+    with serving(node):
+        wait_state(home, first, State.RUNNING)
+        wait_state(home, other, State.RUNNING)  # the later request goes ahead
+        assert state_of(home, second) is State.QUEUED
+        node.stop(first)
+        wait_state(home, first, State.STOPPED)
+        wait_state(home, second, State.RUNNING)
+        node.stop(second)
+        node.stop(other)
+        wait_state(home, second, State.STOPPED)
+        wait_state(home, other, State.STOPPED)
+    assert ready.starts() == [first, other, second]
+
+
+def test_a_queued_clone_with_a_stop_marker_never_starts(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.default = HANG
+    ready.save()
+    node = with_parallel(node, 1)
+    early = node.start("acme/app#1")
+    node.stop(early.id)  # stopped before any serve ran
+    running = node.start("acme/app#2")
+    waiting = node.start("acme/app#3")
+    with serving(node):
+        wait_state(home, running.id, State.RUNNING)
+        record = wait_state(home, early.id, State.STOPPED)
+        assert record.started_at is None and record.reason == "stopped before it started"
+        node.stop(waiting.id)
+        record = wait_state(home, waiting.id, State.STOPPED)
+        assert record.started_at is None
+        node.stop(running.id)
+        wait_state(home, running.id, State.STOPPED)
+    assert ready.starts() == [running.id]
+
+
+def test_a_running_clone_stopped_saves_its_work_and_is_recorded_stopped(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.set("acme/app#1", HANG)
+    clone = node.start("acme/app#1")
+    with serving(node):
+        wait_state(home, clone.id, State.RUNNING)
+        node.stop(clone.id)
+        record = wait_state(home, clone.id, State.STOPPED)
+    assert record.outcome is Outcome.STOPPED
+    assert record.exit_code == 0
+    assert record.report == "stopped as asked"  # its own final line: it saved its work
+    assert record.last_progress is not None and record.last_progress.final
+
+
+def test_a_clone_that_ignores_the_stop_is_ended_by_its_launcher_after_the_grace(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.set("acme/app#1", Script(play=Play.HANG, ignore_stop=True))
+    clone = node.start("acme/app#1")
+    with serving(node):
+        wait_state(home, clone.id, State.RUNNING)
+        node.stop(clone.id)
+        record = wait_state(home, clone.id, State.STOPPED)
+    assert record.outcome is Outcome.STOPPED
+    assert record.exit_code == 137  # SIGKILL, after SIGTERM was ignored
+    assert record.reason == "stopped before it wrote a final progress line"
+    assert FakeLauncher(default_state_dir()).running() == []
+
+
+def test_a_clone_that_exits_with_no_final_line_is_failed_with_its_output_kept(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.set("acme/app#1", Script(play=Play.NO_FINAL, exit_code=3, output="kaboom\nat line 7"))
+    clone = node.start("acme/app#1")
+    with serving(node):
+        record = wait_state(home, clone.id, State.FAILED, State.DONE)
+    assert record.state is State.FAILED
+    assert record.outcome is Outcome.FAILED
+    assert record.exit_code == 3
+    assert "kaboom" in record.output_tail and "at line 7" in record.output_tail
+    assert "no final progress line" in record.reason
+    view = node.get(clone.id)
+    assert "kaboom" in view.output_tail
+
+
+def test_messages_reach_the_running_clone_once_each_in_order(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.set("acme/app#1", ECHO)
+    clone = node.start("acme/app#1")
+    early = node.send(clone.id, "sent while queued")
+    with serving(node):
+        wait_state(home, clone.id, State.RUNNING)
+        wait_until(
+            lambda: progress_texts(home, clone.id, ProgressKind.MESSAGE) == [early.text],
+            "the queued message to reach the clone",
+        )
+        later = [node.send(clone.id, f"message {n}") for n in range(5)]
+        node.send(clone.id, "bye")
+        record = wait_state(home, clone.id, State.DONE)
+    echoed = progress_texts(home, clone.id, ProgressKind.MESSAGE)
+    assert echoed == [early.text, *(line.text for line in later), "bye"]
+    folder = RunFolder(home.clones_dir / clone.id)
+    inbox, _, _ = folder.inbox()
+    delivered, problems, _ = folder.deliveries()
+    assert [line.id for line in delivered] == [line.id for line in inbox]
+    assert problems == []
+    assert record.report == "all done"
+
+
+def test_a_question_shows_the_clone_waiting_until_the_answer_arrives(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.set("acme/app#1", Script(play=Play.ASK))
+    clone = node.start("acme/app#1")
+    with serving(node):
+        record = wait_state(home, clone.id, State.WAITING)
+        assert record.question is not None and record.question.id == "q1"
+        assert node.get(clone.id).question is not None
+        line = node.answer(clone.id, "q1", "right")
+        assert line.kind is InboxKind.ANSWER
+        record = wait_state(home, clone.id, State.DONE)
+    assert record.report == "answered right"
+    assert record.question is None
+
+
+def test_a_second_serve_is_refused_naming_the_process_that_holds_the_lock(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    with serving(node), pytest.raises(Refused) as refused:
+        serve_clones(node.config, node.paths, registry=node.registry, settings=FAST)
+    assert f"process {os.getpid()} holds" in str(refused.value)
+    assert str(home.serve_lock) in str(refused.value)
+
+
+def test_a_second_serve_process_refuses_with_one_line_naming_the_pid(
+    home: Paths, ready: Scripts
+) -> None:
+    first = ServeProcess.start(home)
+    try:
+        first.wait_serving()
+        second = ServeProcess.start(home)
+        assert second.popen.wait(60) == 1
+        assert second.output.strip().splitlines() == [
+            f"shadowclone: serve is already running on this machine: process {first.pid} "
+            f"holds {home.serve_lock}"
+        ]
+    finally:
+        code = first.end()
+    assert code == 0, first.output
+
+
+def test_sigterm_stops_serve_and_the_next_serve_goes_on_with_its_clones(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.set("acme/app#1", ECHO)
+    clone = node.start("acme/app#1")
+    process = ServeProcess.start(home)
+    try:
+        process.wait_serving()
+        wait_state(home, clone.id, State.RUNNING)
+    finally:
+        code = process.end()
+    assert code == 0, process.output
+    assert "SIGTERM: stopping" in process.output
+    assert FakeLauncher(default_state_dir()).status(clone.id).state is CloneState.RUNNING
+    node.send(clone.id, "while no serve runs")
+    with serving(node):
+        node.send(clone.id, "bye")
+        record = wait_state(home, clone.id, State.DONE)
+    assert progress_texts(home, clone.id, ProgressKind.MESSAGE) == ["while no serve runs", "bye"]
+    assert ready.starts() == [clone.id]
+    assert record.exit_code == 0
+
+
+def test_a_clone_its_launcher_lost_is_recorded_failed_as_vanished(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.set("acme/app#1", HANG)
+    clone = node.start("acme/app#1")
+    with serving(node):
+        wait_state(home, clone.id, State.RUNNING)
+    FakeLauncher(default_state_dir()).remove(clone.id)  # behind serve's back
+    with serving(node):
+        record = wait_state(home, clone.id, State.FAILED)
+    assert record.reason.startswith("vanished")
+    assert not (home.active_dir / clone.id).exists()
+
+
+def test_a_launch_cut_short_by_a_crash_happens_once(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.default = HANG
+    ready.save()
+    moment = datetime.now(UTC)
+    # Crashed after writing "launching" and before the launcher had it: launched now.
+    lost = node.start("acme/app#1")
+    RunFolder(home.clones_dir / lost.id).write_record(
+        Record(lost.id, State.QUEUED, launching_at=moment)
+    )
+    # Crashed after the launcher had it and before the record said so: followed, not doubled.
+    made = node.start("acme/app#2")
+    RunFolder(home.clones_dir / made.id).write_record(
+        Record(made.id, State.QUEUED, launching_at=moment)
+    )
+    launcher = FakeLauncher(default_state_dir())
+    launcher.launch(LaunchSpec(made.id, home.clones_dir / made.id, home.secrets_file, "unused"))
+    with serving(node):
+        wait_state(home, lost.id, State.RUNNING)
+        record = wait_state(home, made.id, State.RUNNING)
+        assert record.started_at == moment
+        node.stop(lost.id)
+        node.stop(made.id)
+        wait_state(home, lost.id, State.STOPPED)
+        wait_state(home, made.id, State.STOPPED)
+    assert sorted(ready.starts()) == sorted([lost.id, made.id])
+
+
+def test_a_malformed_request_fails_that_clone_and_serve_goes_on(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.default = Script(play=Play.FINISH)
+    ready.save()
+    good = node.start("acme/app#1")
+    bad = queue(home, 2)
+    (home.clones_dir / bad / "request.json").write_text("{not json", encoding="utf-8")
+    with serving(node):
+        record = wait_state(home, bad, State.FAILED)
+        wait_state(home, good.id, State.DONE)
+    assert str(home.clones_dir / bad / "request.json") in record.reason
+    assert not (home.active_dir / bad).exists()
+    assert ready.starts() == [good.id]
+
+
+def test_a_malformed_progress_line_is_skipped_not_fatal(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.set("acme/app#1", ECHO)
+    clone = node.start("acme/app#1")
+    folder = RunFolder(home.clones_dir / clone.id)
+    with serving(node):
+        wait_state(home, clone.id, State.RUNNING)
+        files.append_line(folder.progress_file, b'{"step": "nowhere"}')
+        files.append_line(folder.inbox_file, b"garbage")
+        node.send(clone.id, "bye")
+        record = wait_state(home, clone.id, State.DONE)
+    assert record.report == "all done"
+
+
+def test_serve_logs_to_the_clones_folder(node: LocalNode, home: Paths, ready: Scripts) -> None:
+    ready.set("acme/app#1", Script(play=Play.FINISH))
+    clone = node.start("acme/app#1")
+    with serving(node):
+        wait_state(home, clone.id, State.DONE)
+    text = home.serve_log.read_text(encoding="utf-8")
+    assert f"clone {clone.id} ended done" in text
+
+
+def test_the_fake_launcher_says_plainly_when_the_run_program_is_missing(
+    home: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shadowclone_fake_launch.launcher as fake
+
+    monkeypatch.delenv("SHADOWCLONE_FAKE_SCRIPTS", raising=False)
+    monkeypatch.setattr(fake, "run_program_available", lambda: False)
+    set_up(home)
+    clone = local_node(home).start("acme/app#1")
+    launcher = FakeLauncher(tmp_path / "state")
+    with pytest.raises(PluginUnavailable, match="no run program yet"):
+        launcher.check()
+    with pytest.raises(PluginUnavailable, match="not part of this installation"):
+        launcher.launch(
+            LaunchSpec(clone.id, home.clones_dir / clone.id, home.secrets_file, "unused")
+        )
+    assert launcher.running() == []
