@@ -1,0 +1,559 @@
+"""The Codex driver: `codex app-server` over JSON-RPC, steered with `turn/steer`.
+
+One app-server process serves a whole clone: the driver opens one thread in the workspace and
+runs turns in it (PROTOCOLS.md B1-B4). A message from the owner during a turn is appended to
+that turn with `turn/steer`, naming the turn it expects; when the turn has just ended (Codex
+answers "no active turn to steer") or cannot take input now, the message waits and starts the
+next turn as soon as the running one completes. A steered message Codex accepted but never
+showed as a user message of its turn is sent again in the next turn. So no message is dropped.
+
+Approvals and other questions from Codex are answered by policy (`notifications.py`); the
+container is the sandbox and the owner is reached only through the ask tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import importlib.metadata
+import itertools
+import json
+import logging
+import shutil
+import signal
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from shadowclone.errors import PluginUnavailable, Refused
+from shadowclone.plugin.types import EngineEvent, EngineTask, FinishedEvent, Outcome
+
+from shadowclone_codex.config import ASK_SERVER, engine_env, prepare_home
+from shadowclone_codex.notifications import (
+    METHOD_NOT_FOUND,
+    NotificationNormalizer,
+    answer_server_request,
+    describe,
+    turn_error,
+)
+from shadowclone_codex.processes import ProcessTree
+from shadowclone_codex.rpc import EngineGone, Rpc, RpcError, wire
+
+log = logging.getLogger(__name__)
+
+PROGRAM = "codex"
+
+TREE_MARKER = "SHADOWCLONE_ENGINE_TREE"
+"""Set to a fresh value per session: every process the engine starts inherits it, so the
+session's processes can be found and ended even after they leave its process tree."""
+
+HANDSHAKE_TIMEOUT_S = 60.0
+THREAD_START_TIMEOUT_S = 180.0
+"""`thread/start` waits for the required MCP servers to start (60 s each at most)."""
+MCP_READY_TIMEOUT_S = 15.0
+"""How long to wait for the ask server's "ready" once the thread exists. Being required, it is
+up by then; the wait only guards against a status that arrives late."""
+RPC_TIMEOUT_S = 60.0
+"""Bound on `turn/start` and `turn/steer`, which Codex answers at once."""
+OVERLOADED = -32001
+OVERLOADED_RETRIES = 5
+INTERRUPT_WAIT_S = 1.0
+"""How long `stop()` gives Codex to interrupt the turn itself before signals end it."""
+STOP_GRACE_S = 3.0
+"""How long `stop()` lets Codex end on SIGTERM before it kills the tree."""
+CLOSE_GRACE_S = 10.0
+"""How long Codex may take to exit once its input is closed (it takes a moment) before it is
+ended with signals."""
+PIPE_DRAIN_S = 5.0
+"""How long to wait for the last output once the process is gone."""
+EXIT_POLL_S = 0.1
+OUTPUT_TAIL_LINES = 30
+OUTPUT_LINE_LENGTH = 500
+LINE_LIMIT = 64 * 1024 * 1024
+"""Notifications carry whole command outputs; asyncio's default 64 KiB is far too small."""
+
+OPTED_OUT_NOTIFICATIONS = (
+    "item/agentMessage/delta",
+    "item/reasoning/textDelta",
+    "item/reasoning/summaryTextDelta",
+    "item/reasoning/summaryPartAdded",
+    "account/rateLimits/updated",
+)
+"""Notifications the driver never uses: Codex does not send them at all (fewer lines to read
+while the model streams)."""
+
+
+def _client_version() -> str:
+    try:
+        return importlib.metadata.version("shadowclone-codex")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
+
+
+def text_input(messages: Sequence[str]) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": message} for message in messages]
+
+
+class StartFailed(Exception):
+    """The session could not be opened: thread, ask server or first turn."""
+
+
+class CodexEngine:
+    """Starts Codex sessions (the `Engine` protocol)."""
+
+    def __init__(self, program: str = PROGRAM) -> None:
+        self.program = program
+
+    async def launch(self, task: EngineTask) -> CodexSession:
+        env = engine_env(task)
+        program = shutil.which(self.program, path=env.get("PATH"))
+        if program is None:
+            raise PluginUnavailable(
+                f"the Codex program {self.program!r} is not on PATH; install @openai/codex "
+                "(scripts/install-engines does it for the tests)"
+            )
+        prepare_home(task)
+        env[TREE_MARKER] = uuid.uuid4().hex
+        process = await asyncio.create_subprocess_exec(
+            program,
+            "app-server",
+            cwd=task.workspace,
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            # Its own process group, so a stop reaches everything it started.
+            start_new_session=True,
+            limit=LINE_LIMIT,
+        )
+        log.info("started codex app-server (pid %d) in %s", process.pid, task.workspace)
+        session = CodexSession(process, ProcessTree(process.pid, (TREE_MARKER, env[TREE_MARKER])))
+        await session.begin(task)
+        return session
+
+
+class CodexSession:
+    """One running `codex app-server` process with one thread (the `EngineSession` protocol)."""
+
+    def __init__(self, process: asyncio.subprocess.Process, tree: ProcessTree) -> None:
+        assert process.stdin is not None
+        self._process = process
+        self._tree = tree
+        self._rpc = Rpc(process.stdin)
+        self._normalizer = NotificationNormalizer()
+        self._events: asyncio.Queue[EngineEvent] = asyncio.Queue()
+        self._lock = asyncio.Lock()
+        """Held while deciding between steering and starting a turn, until Codex answered."""
+        self._thread_id: str | None = None
+        self._turn_id: str | None = None
+        """The running turn, from `turn/start` until its `turn/completed`."""
+        self._finished_turns: set[str] = set()
+        self._pending: list[str] = []
+        """Messages for the next turn: they came when the running one could not take them."""
+        self._steered: dict[str, tuple[str, str]] = {}
+        """Client message id -> (turn id, message) of steers Codex has not yet shown."""
+        self._message_ids = (f"shadowclone-{uuid.uuid4().hex[:8]}-{n}" for n in itertools.count())
+        self._mcp_status: dict[str, str] = {}
+        self._mcp_changed = asyncio.Event()
+        self._closing = False
+        self._input_closed = False
+        self._ended_after_close = False
+        self._stopping = False
+        self._start_error = ""
+        self._last_error = ""
+        """The last error Codex reported that it does not retry."""
+        self._turn_failure = ""
+        """Why the last turn failed, or "" when it completed."""
+        self._tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_TAIL_LINES)
+        self._flushes: set[asyncio.Task[None]] = set()
+        self._closer: asyncio.Task[None] | None = None
+        self._readers = [
+            asyncio.create_task(self._read_stdout(), name="codex-stdout"),
+            asyncio.create_task(self._read_stderr(), name="codex-stderr"),
+        ]
+        self._watcher = asyncio.create_task(self._tree.watch(), name="codex-tree")
+        self._done = asyncio.create_task(self._supervise(), name="codex-exit")
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def thread_id(self) -> str | None:
+        return self._thread_id
+
+    # ---- the EngineSession protocol
+
+    async def events(self) -> AsyncIterator[EngineEvent]:
+        while True:
+            event = await self._events.get()
+            yield event
+            if isinstance(event, FinishedEvent):
+                return
+
+    async def send(self, message: str) -> None:
+        async with self._lock:
+            if self._done.done() or self._closing or self._stopping or self._start_error:
+                raise Refused("the Codex session takes no more messages: it is ending")
+            if self._turn_id is not None:
+                await self._steer(self._turn_id, message)
+                return
+            # Messages still waiting for a turn go first, in the order they came.
+            waiting, self._pending = self._pending, []
+            try:
+                await self._start_turn_for_sender([*waiting, message])
+            except Refused:
+                self._pending[:0] = waiting
+                raise
+
+    async def close(self) -> None:
+        async with self._lock:
+            self._closing = True
+            await self._flush()
+
+    async def stop(self) -> None:
+        if self._done.done():
+            return
+        self._stopping = True
+        if self._thread_id is not None and self._turn_id is not None:
+            # Codex ends the turn's commands itself; the signals below make sure of it.
+            with contextlib.suppress(RpcError, EngineGone, TimeoutError):
+                await self._rpc.request(
+                    "turn/interrupt",
+                    {"threadId": self._thread_id, "turnId": self._turn_id},
+                    timeout=INTERRUPT_WAIT_S,
+                )
+        self._tree.signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(self._done), STOP_GRACE_S)
+        except TimeoutError:
+            log.info("codex (pid %d) outlived SIGTERM; killing its tree", self.pid)
+            self._tree.signal(signal.SIGKILL)
+            await self._done
+
+    # ---- opening the session
+
+    async def begin(self, task: EngineTask) -> None:
+        """The handshake, the thread in the workspace, the ask server, the first turn. A failure
+        ends the process; the session then finishes FAILED with what went wrong."""
+        try:
+            await self._rpc.request(
+                "initialize",
+                {
+                    "clientInfo": {
+                        "name": "shadowclone",
+                        "title": "shadowclone",
+                        "version": _client_version(),
+                    },
+                    "capabilities": {"optOutNotificationMethods": list(OPTED_OUT_NOTIFICATIONS)},
+                },
+                timeout=HANDSHAKE_TIMEOUT_S,
+            )
+            await self._rpc.notify("initialized")
+            started = await self._rpc.request(
+                "thread/start", {"cwd": str(task.workspace)}, timeout=THREAD_START_TIMEOUT_S
+            )
+            self._thread_id = str(started["thread"]["id"])
+            log.info("codex thread %s", self._thread_id)
+            if task.ask_command:
+                await self._wait_for_mcp_server(ASK_SERVER)
+            async with self._lock:
+                await self._start_turn([task.prompt])
+        except (RpcError, EngineGone, StartFailed, TimeoutError, KeyError, TypeError) as error:
+            self._start_error = str(error) or type(error).__name__
+            log.warning("codex could not open the session: %s", self._start_error)
+            self._tree.signal(signal.SIGKILL)
+
+    async def _wait_for_mcp_server(self, name: str) -> None:
+        try:
+            async with asyncio.timeout(MCP_READY_TIMEOUT_S):
+                while True:
+                    self._mcp_changed.clear()
+                    status = self._mcp_status.get(name)
+                    if status == "ready":
+                        return
+                    if status in ("failed", "cancelled"):
+                        raise StartFailed(f"the MCP server {name} {status}")
+                    await self._mcp_changed.wait()
+        except TimeoutError:
+            log.warning("no ready status from the MCP server %s; going on", name)
+
+    # ---- turns
+
+    async def _start_turn(self, messages: Sequence[str]) -> None:
+        """Start a turn with `messages` (the lock is held)."""
+        assert self._thread_id is not None
+        params = {
+            "threadId": self._thread_id,
+            "input": text_input(messages),
+            "clientUserMessageId": next(self._message_ids),
+        }
+        for attempt in itertools.count(1):
+            try:
+                result = await self._rpc.request("turn/start", params, timeout=RPC_TIMEOUT_S)
+                break
+            except RpcError as error:
+                if error.code != OVERLOADED or attempt >= OVERLOADED_RETRIES:
+                    raise
+                await asyncio.sleep(0.2 * attempt)
+        turn_id = str(result["turn"]["id"])
+        if turn_id not in self._finished_turns:
+            self._turn_id = turn_id
+        log.info("codex turn %s started with %d messages", turn_id, len(messages))
+
+    async def _start_turn_for_sender(self, messages: Sequence[str]) -> None:
+        try:
+            await self._start_turn(messages)
+        except (RpcError, TimeoutError, KeyError, TypeError) as error:
+            raise Refused(f"Codex did not start a turn with the message: {error}") from error
+        except EngineGone as error:
+            raise Refused(f"the Codex session ended before it took the message: {error}") from error
+
+    async def _steer(self, turn_id: str, message: str) -> None:
+        """Append `message` to the running turn, or keep it for the next (the lock is held)."""
+        assert self._thread_id is not None
+        client_id = next(self._message_ids)
+        # Known before the answer: Codex may show the message before it answers.
+        self._steered[client_id] = (turn_id, message)
+        try:
+            await self._rpc.request(
+                "turn/steer",
+                {
+                    "threadId": self._thread_id,
+                    "expectedTurnId": turn_id,
+                    "input": text_input([message]),
+                    "clientUserMessageId": client_id,
+                },
+                timeout=RPC_TIMEOUT_S,
+            )
+            log.info("steered codex turn %s", turn_id)
+            return
+        except (RpcError, TimeoutError) as error:
+            # "no active turn to steer", "expected active turn id ... but found ...", a turn
+            # that takes no input (compaction, review): the message starts the next turn.
+            log.info("codex did not take the message into turn %s (%s)", turn_id, error)
+        except EngineGone as error:
+            self._steered.pop(client_id, None)
+            raise Refused(f"the Codex session ended before it took the message: {error}") from error
+        if self._steered.pop(client_id, None) is not None:
+            self._pending.append(message)
+        await self._flush()
+
+    async def _flush(self) -> None:
+        """Between turns (the lock is held): start the next turn with the waiting messages, or
+        end the session once it is closing."""
+        if self._turn_id is not None or self._done.done():
+            return
+        if self._pending:
+            messages, self._pending = self._pending, []
+            try:
+                await self._start_turn(messages)
+            except (RpcError, TimeoutError, KeyError, TypeError) as error:
+                self._pending[:0] = messages
+                self._turn_failure = f"Codex did not start a turn with waiting messages: {error}"
+                log.error("%s", self._turn_failure)
+            except EngineGone:
+                log.warning("codex ended before %d waiting messages", len(messages))
+            return
+        if self._closing and not self._input_closed:
+            self._input_closed = True
+            self._rpc.close("the session is closed")
+            self._closer = asyncio.create_task(self._end_once_idle(), name="codex-close")
+
+    async def _end_once_idle(self) -> None:
+        """Codex exits when its input closes; should it linger, it is ended like a stop."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self._done), CLOSE_GRACE_S)
+        except TimeoutError:
+            log.warning("codex (pid %d) lingers after its input closed; ending it", self.pid)
+            self._ended_after_close = True
+            self._tree.signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._done), STOP_GRACE_S)
+            except TimeoutError:
+                self._tree.signal(signal.SIGKILL)
+
+    def _schedule_flush(self) -> None:
+        async def flush() -> None:
+            async with self._lock:
+                await self._flush()
+
+        task = asyncio.create_task(flush(), name="codex-flush")
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    # ---- reading
+
+    def _keep(self, line: str) -> None:
+        self._tail.append(line[:OUTPUT_LINE_LENGTH])
+
+    async def _read_stdout(self) -> None:
+        assert self._process.stdout is not None
+        async for raw in self._process.stdout:
+            text = raw.decode(errors="replace").rstrip("\n")
+            if not text.strip():
+                continue
+            if wire.isEnabledFor(logging.DEBUG):
+                wire.debug("%s", text, extra={"direction": "in"})
+            try:
+                message = json.loads(text)
+            except ValueError:
+                self._keep(text)
+                log.warning("codex wrote a line that is not JSON: %.200s", text)
+                continue
+            if not isinstance(message, dict):
+                continue
+            line = describe(message)
+            if line is not None:
+                self._keep(line)
+            method = message.get("method")
+            if isinstance(method, str) and "id" in message:
+                await self._answer(message["id"], method, message.get("params"))
+            elif isinstance(method, str):
+                params = message.get("params")
+                self._on_notification(method, params if isinstance(params, Mapping) else {})
+            elif "id" in message:
+                self._rpc.resolve(message)
+
+    async def _read_stderr(self) -> None:
+        assert self._process.stderr is not None
+        async for raw in self._process.stderr:
+            text = raw.decode(errors="replace").rstrip("\n")
+            if text.strip():
+                self._keep(text)
+                log.debug("codex stderr: %s", text)
+
+    async def _answer(self, request_id: object, method: str, params: object) -> None:
+        """Codex asks the driver something: answer by policy, refuse what it does not handle,
+        so that Codex never waits for us."""
+        answer = answer_server_request(method, params if isinstance(params, Mapping) else {})
+        with contextlib.suppress(EngineGone):
+            if answer is None:
+                log.info("refusing codex's request %s", method)
+                await self._rpc.refuse(
+                    request_id, METHOD_NOT_FOUND, f"shadowclone does not handle {method}"
+                )
+            else:
+                log.info("answering codex's request %s by policy", method)
+                await self._rpc.respond(request_id, answer)
+
+    def _on_notification(self, method: str, params: Mapping[str, Any]) -> None:
+        thread = params.get("threadId")
+        if thread is not None and self._thread_id is not None and thread != self._thread_id:
+            # A sub-agent's thread (the model may spawn some): its turns are not ours to end,
+            # steer or count.
+            log.debug("codex thread %s: %s", thread, method)
+            return
+        if method == "mcpServer/startupStatus/updated":
+            self._mcp_status[str(params.get("name"))] = str(params.get("status"))
+            self._mcp_changed.set()
+            if params.get("status") == "failed":
+                log.warning("MCP server %s failed: %s", params.get("name"), params.get("error"))
+        elif method == "turn/started":
+            turn_id = str((params.get("turn") or {}).get("id"))
+            if turn_id not in self._finished_turns:
+                self._turn_id = turn_id
+        elif method in ("item/started", "item/completed"):
+            item = params.get("item") or {}
+            if item.get("type") == "userMessage":
+                self._steered.pop(str(item.get("clientId")), None)
+        elif method == "error":
+            self._on_error(params)
+        for event in self._normalizer.events(method, params):
+            self._events.put_nowait(event)
+        if method == "turn/completed":
+            self._on_turn_completed(params)
+
+    def _on_error(self, params: Mapping[str, Any]) -> None:
+        error = turn_error(params)
+        if params.get("willRetry"):
+            log.info("codex retries after an error: %s", error)
+        else:
+            self._last_error = error
+            log.warning("codex reported an error: %s", error)
+
+    def _on_turn_completed(self, params: Mapping[str, Any]) -> None:
+        turn = params.get("turn") or {}
+        turn_id = str(turn.get("id"))
+        status = turn.get("status")
+        self._finished_turns.add(turn_id)
+        if self._turn_id == turn_id:
+            self._turn_id = None
+        if status == "failed":
+            self._turn_failure = turn_error(params) or self._last_error or "the turn failed"
+            log.warning("codex turn %s failed: %s", turn_id, self._turn_failure)
+        elif status == "completed":
+            self._turn_failure = ""
+        unseen = [
+            client_id for client_id, (steered, _) in self._steered.items() if steered == turn_id
+        ]
+        if unseen:
+            log.warning("codex ended turn %s before %d steered messages", turn_id, len(unseen))
+            self._pending[:0] = [self._steered.pop(client_id)[1] for client_id in unseen]
+        self._schedule_flush()
+
+    # ---- the end
+
+    async def _supervise(self) -> None:
+        """Wait for the process to end, clean up what it left, and report the outcome."""
+        try:
+            returncode = await self._exited()
+            self._rpc.fail_pending("the codex app-server exited")
+            # Whatever it started dies with it, also so that no orphan holds our pipes open.
+            self._tree.signal(signal.SIGKILL)
+            _, late = await asyncio.wait(self._readers, timeout=PIPE_DRAIN_S)
+            for reader in late:
+                reader.cancel()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._process.wait(), PIPE_DRAIN_S)
+        finally:
+            self._watcher.cancel()
+        outcome, detail = self._outcome(returncode)
+        log.info("codex (pid %d) ended: %s %s", self.pid, outcome.value, detail[:200])
+        self._events.put_nowait(FinishedEvent(outcome, detail))
+
+    async def _exited(self) -> int:
+        """The exit code of the process we started, as soon as it exits.
+
+        Not `Process.wait()`: on Python 3.11 it returns only once the pipes are closed too, and
+        with Node older than 22 the npm `codex` launcher runs the native binary as a child that
+        keeps them open after the launcher died.
+        """
+        while (returncode := self._process.returncode) is None:
+            await asyncio.sleep(EXIT_POLL_S)
+        return returncode
+
+    def _outcome(self, returncode: int) -> tuple[Outcome, str]:
+        if self._stopping:
+            return Outcome.STOPPED, ""
+        if self._start_error:
+            return Outcome.FAILED, self._with_tail(
+                f"Codex could not open the session: {self._start_error}"
+            )
+        if (
+            self._input_closed
+            and self._turn_id is None
+            and (returncode == 0 or self._ended_after_close)
+        ):
+            if self._turn_failure:
+                return Outcome.FAILED, self._with_tail(
+                    f"Codex's last turn failed: {self._turn_failure}"
+                )
+            return Outcome.DONE, ""
+        if returncode < 0:
+            how = f"was killed by {signal.Signals(-returncode).name}"
+        elif returncode == 0:
+            how = "exited on its own before it was told to"
+        else:
+            how = f"exited with code {returncode}"
+        when = "between turns" if self._turn_id is None else "during a turn"
+        detail = f"the codex app-server {how} {when}"
+        if self._last_error:
+            detail += f"; its last error: {self._last_error}"
+        return Outcome.FAILED, self._with_tail(detail)
+
+    def _with_tail(self, detail: str) -> str:
+        if self._tail:
+            detail += "; last output:\n" + "\n".join(self._tail)
+        return detail

@@ -1,0 +1,110 @@
+"""Ending an engine's whole process tree, including what left its process group.
+
+Codex runs each shell command of the model in a session of its own (unified exec, with a
+terminal), and the npm `codex` launcher may run the native binary as a child of Node. So
+signalling one process group is not enough, and a launcher killed alone leaves the binary
+running with our pipes. Two nets catch the tree instead: every process seen in it while it runs
+(`watch`), known by pid and start time so a reused pid is never signalled; and every process
+whose environment carries the session's marker variable, which the engine's children inherit
+even after they are re-parented.
+
+(The Claude Code plugin keeps the same helper; plugins do not import each other.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+WATCH_INTERVAL_S = 0.5
+
+
+def _status(process: psutil.Process) -> str | None:
+    try:
+        return process.status()
+    except psutil.Error:
+        return None
+
+
+class ProcessTree:
+    """The processes an engine started, remembered from the moment they were seen."""
+
+    def __init__(self, root_pid: int, marker: tuple[str, str] | None = None) -> None:
+        self.root_pid = root_pid
+        self.marker = marker
+        """An environment variable and value that only this tree's processes carry."""
+        self._seen: dict[int, float] = {}
+        self._remember(root_pid)
+
+    def _remember(self, pid: int) -> None:
+        with contextlib.suppress(psutil.Error):
+            self._seen.setdefault(pid, psutil.Process(pid).create_time())
+
+    def refresh(self) -> None:
+        """Remember every current descendant of the root."""
+        try:
+            descendants = psutil.Process(self.root_pid).children(recursive=True)
+        except psutil.Error:
+            return
+        for process in descendants:
+            self._remember(process.pid)
+
+    async def watch(self) -> None:
+        """Refresh until cancelled, so short-lived branches are known when the root dies."""
+        while True:
+            self.refresh()
+            await asyncio.sleep(WATCH_INTERVAL_S)
+
+    def _marked(self) -> list[psutil.Process]:
+        if self.marker is None:
+            return []
+        key, value = self.marker
+        found = []
+        for process in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if process.pid != os.getpid() and process.environ().get(key) == value:
+                    found.append(process)
+        return found
+
+    def alive(self) -> list[psutil.Process]:
+        """The tree's processes still running: remembered ones (same pid and start time) and
+        marked ones, zombies left out."""
+        found = {process.pid: process for process in self._marked()}
+        for pid, started in list(self._seen.items()):
+            with contextlib.suppress(psutil.Error):
+                process = psutil.Process(pid)
+                if process.create_time() == started:
+                    found.setdefault(pid, process)
+        return [
+            process
+            for process in found.values()
+            if _status(process) not in (None, psutil.STATUS_ZOMBIE)
+        ]
+
+    def signal(self, signum: signal.Signals) -> int:
+        """Send `signum` to every live process of the tree and to their process groups; return
+        how many processes were signalled."""
+        self.refresh()
+        processes = self.alive()
+        own_group = os.getpgrp()
+        groups: set[int] = set()
+        for process in processes:
+            # A process may end between `alive()` and here: psutil and os both say so.
+            with contextlib.suppress(psutil.Error, ProcessLookupError):
+                groups.add(os.getpgid(process.pid))
+                process.send_signal(signum)
+        for group in groups - {own_group, 0, 1}:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signum)
+        if processes:
+            log.debug(
+                "sent %s to %d processes in %d groups", signum.name, len(processes), len(groups)
+            )
+        return len(processes)
