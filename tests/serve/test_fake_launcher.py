@@ -59,6 +59,8 @@ def processes_of(state_folder: Path, clone_id: str) -> list[psutil.Process]:
 
 
 class TestFakeLauncher(LauncherContract):
+    secrets_read_only = False  # a local process of the owner's user; Docker mounts it read-only
+
     def make_launcher(self, root: Path) -> Launcher:
         return FakeLauncher(root / "fake-launch", root / "scripts.json")
 

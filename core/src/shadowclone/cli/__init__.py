@@ -11,7 +11,16 @@ import sys
 import click
 
 from shadowclone import __version__
-from shadowclone.cli import clones, config_cmd, demo, plugins_cmd, service_cmd
+from shadowclone.cli import (
+    clones,
+    config_cmd,
+    demo,
+    mcp_cmd,
+    plugins_cmd,
+    serve_cmd,
+    service_cmd,
+    setup_cmd,
+)
 from shadowclone.cli.app import App
 from shadowclone.errors import ShadowcloneError
 
@@ -25,9 +34,12 @@ def cli(ctx: click.Context) -> None:
 
 
 for command in (
+    setup_cmd.setup,
     *clones.COMMANDS,
     config_cmd.config,
     plugins_cmd.plugins,
+    serve_cmd.serve,
+    mcp_cmd.mcp,
     service_cmd.service,
     demo.demo,
 ):

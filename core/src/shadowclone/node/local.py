@@ -117,6 +117,9 @@ class LocalNode:
         self, target_text: str, engine: str | None = None, instructions: str = ""
     ) -> CloneView:
         target = Target.parse(target_text)
+        with contextlib.suppress(MalformedFile):  # admission reports it, under the lock
+            setup = read_setup(self.paths, target.repo_full_name)
+            engine = engine or (setup.engine if setup else None)
         engine_name = engine or self.config.engine
         provider = self.config.provider(engine_name)
         if provider is None:
@@ -186,7 +189,7 @@ class LocalNode:
             engine=engine,
             login=login_name,
             launcher=self.config.launcher,
-            image=self.config.image,
+            image=setup.image or self.config.image,
             github_url=self.config.github.url,
             github_api_url=self.config.github.api_url,
             requested_at=at,

@@ -124,6 +124,14 @@ class ProgressLine:
         return self.kind is ProgressKind.FINAL
 
 
+class RunMode(enum.StrEnum):
+    CLONE = "clone"
+    """Work on the target: the whole run program."""
+    CHECK = "check"
+    """`setup`'s check clone: read the secrets and ask GitHub about the repository, nothing
+    more (R34, R36)."""
+
+
 @attrs.frozen
 class Request:
     """What `start` asks for; all the run program needs besides the secrets file."""
@@ -146,6 +154,7 @@ class Request:
     ask_timeout_s: float = 30 * 60
     stall_timeout_s: float = 20 * 60
     check_commands: tuple[str, ...] = ()
+    mode: RunMode = RunMode.CLONE
     v: int = SCHEMA_VERSION
 
 
@@ -212,6 +221,8 @@ class SetupRecord:
     can_push: bool = True
     check_commands: tuple[str, ...] = ()
     checked_at: datetime = attrs.field(factory=now)
+    image: str | None = None
+    """The clone image chosen at setup (`setup --image`); None: the config's."""
     v: int = SCHEMA_VERSION
 
 

@@ -22,7 +22,14 @@ import attrs
 
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import InboxKind, ProgressKind, ProgressLine, Request, Step
+from shadowclone.node.schemas import (
+    InboxKind,
+    ProgressKind,
+    ProgressLine,
+    Request,
+    RunMode,
+    Step,
+)
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import EngineLimits, EngineTask, Outcome, ReviewContext
 from shadowclone.run.ask import ask_command
@@ -352,7 +359,7 @@ def build_prompt(plan: Plan, instructions: str) -> str:
             "change nothing. End with your review: what is good, what is wrong, what to fix."
         )
     extra = f"\n\nThe owner adds: {instructions}" if instructions.strip() else ""
-    return f"{task}\n\n{ask}{extra}\n\n---\n{head}"
+    return f"{head}\n\n---\n{task}\n\n{ask}{extra}"
 
 
 def _env_path(name: str, default: Path) -> Path:
@@ -374,6 +381,12 @@ async def run_clone(
         # No secrets to mask yet: the error names only the file and the key.
         ProgressWriter(folder, lambda text: text).final(Outcome.FAILED, None, str(error))
         return 1
+    if request.mode is RunMode.CHECK:
+        from shadowclone.run.check import run_check
+
+        return await asyncio.to_thread(
+            run_check, folder, request, secrets, registry or load_registry()
+        )
     run = CloneRun(
         folder,
         request,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shadowclone.errors import PluginUnavailable
 from shadowclone.plugin import (
     Engine,
     EngineRegistration,
@@ -27,7 +26,9 @@ def _launcher() -> Launcher:
 
 
 def _engine() -> Engine:
-    raise PluginUnavailable("the scripted engine is not available yet in this version")
+    from shadowclone_fake_launch.scripted import ScriptedEngine
+
+    return ScriptedEngine()
 
 
 @hookimpl

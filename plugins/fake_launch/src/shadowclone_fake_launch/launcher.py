@@ -1,8 +1,10 @@
 """The fake launcher: each clone is a local process, with the folders a container would see.
 
 Every clone gets a state folder `STATE_DIR/<clone id>/` (the equivalent of a container): the
-launch (argv, environment), a private home, a read-only copy of the secrets file standing in for
-the read-only mount, the clone's output, and what its keeper wrote. The clone runs under a
+launch (argv, environment), a private home, the clone's output, and what its keeper wrote. The
+clone is told the secrets file's path, as a container is given its mount; this launcher never
+opens the file (R7), and cannot make it read-only for a process of the owner's own user, as
+Docker's read-only mount does. The clone runs under a
 keeper (`keeper.py`) in a session of its own, so it outlives serve; any launcher instance finds
 it again from the state folders, the keeper's lock and psutil (pid and start time).
 
@@ -46,8 +48,9 @@ SECRETS_VARIABLE = "SHADOWCLONE_SECRETS_FILE"
 CLONE_ID_VARIABLE = "SHADOWCLONE_CLONE_ID"
 
 RUN_PROGRAM = "shadowclone.run"
-PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "TZ")
-"""The only host variables a clone sees, as a container would have them."""
+PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "TZ", "SHADOWCLONE_SCRIPT")
+"""The only host variables a clone sees, as a container would have them; and the scripted
+engine's script, a knob for tests like `SHADOWCLONE_FAKE_SCRIPTS`."""
 
 TAIL_LINES = 40
 TAIL_BYTES = 8000
@@ -175,7 +178,7 @@ class FakeLauncher:
                 "HOME": str(home),
                 "TMPDIR": str(home / "tmp"),
                 RUN_FOLDER_VARIABLE: str(spec.run_folder),
-                SECRETS_VARIABLE: str(self._secrets_copy(spec.secrets_file, folder)),
+                SECRETS_VARIABLE: str(spec.secrets_file),
                 CLONE_ID_VARIABLE: spec.clone_id,
             }
         )
@@ -304,18 +307,6 @@ class FakeLauncher:
                 f"{RUN_PROGRAM}`) is not part of this installation yet"
             )
         return [self.python, "-m", RUN_PROGRAM]
-
-    def _secrets_copy(self, secrets_file: Path, folder: Path) -> Path:
-        """Stands in for a read-only mount: the clone gets its own copy, mode 0400, so nothing
-        it does can change the owner's file."""
-        target = folder / "secrets" / secrets_file.name
-        target.parent.mkdir(mode=0o700)
-        try:
-            shutil.copyfile(secrets_file, target)
-        except FileNotFoundError:
-            return secrets_file  # nothing to copy: the clone sees the same absence
-        os.chmod(target, 0o400)
-        return target
 
     def _exit(self, folder: Path) -> CloneStatus | None:
         ended = _read_json(folder / keeper.EXIT_FILE)

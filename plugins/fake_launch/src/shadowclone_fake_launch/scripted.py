@@ -240,9 +240,16 @@ def script_from(env: Mapping[str, str]) -> tuple[Step, ...] | None:
         raise BadInput(f"{where}: not a script for the scripted engine: {error}") from None
 
 
+REVIEW_MARK = "(shadowclone self-review)"
+"""In the prompt of the self-review stage's session: there the default script only approves."""
+
+
 def default_script(prompt: str) -> tuple[Step, ...]:
     """The script played when none is given: read the issue, write a greeting, ask the owner
-    which style it should have, rewrite it so, and say it is done."""
+    which style it should have, rewrite it so, and say it is done. Asked to review a change,
+    it approves it."""
+    if REVIEW_MARK in prompt:
+        return (Say("PASS: the change does what the issue asks."),)
     issue = first_line(prompt) or "the task"
     return (
         Say(f"I read the issue: {issue}"),

@@ -1,0 +1,57 @@
+"""`shadowclone setup OWNER/REPO`: check this machine and the repository, record the setup."""
+
+from __future__ import annotations
+
+import click
+
+from shadowclone.cli.app import App, emit_json, json_option, pass_app
+from shadowclone.config import load_config
+from shadowclone.errors import Refused
+from shadowclone.plugin import load_registry
+from shadowclone.setup import setup_repository
+
+
+@click.command()
+@click.argument("repo", metavar="OWNER/REPO")
+@click.option("--engine", help="claude or codex (default: the config's engine).")
+@click.option("--image", help="The clone image for this repository (default: the config's).")
+@click.option(
+    "--check",
+    "check_commands",
+    multiple=True,
+    metavar="COMMAND",
+    help="A check command the toolchain review runs on your own pull requests (repeatable).",
+)
+@json_option
+@pass_app
+def setup(
+    app: App,
+    repo: str,
+    engine: str | None,
+    image: str | None,
+    check_commands: tuple[str, ...],
+    as_json: bool,
+) -> int:
+    """Prepare a repository for clones on this machine; changes nothing on GitHub."""
+    config, paths = load_config(app.paths)
+    summary = setup_repository(
+        config,
+        paths,
+        load_registry(config.plugins.disabled),
+        repo,
+        engine=engine,
+        image=image,
+        check_commands=check_commands,
+    )
+    if as_json:
+        emit_json(summary)
+    else:
+        for check in summary.checks:
+            mark = "[green]ok[/]  " if check.passed else "[red]FAIL[/]"
+            app.out.print(f"{mark} {check.name:<21} {check.detail}")
+        for step in summary.next_steps:
+            app.out.print(f"next: {step}")
+    if summary.refused:
+        failed = next(c for c in reversed(summary.checks) if not c.passed)
+        raise Refused(f"setup of {summary.repo} refused: {failed.detail}")
+    return 0 if summary.ok else 1

@@ -1,0 +1,236 @@
+"""setup (R34-R36): prepare one repository on this machine, without ever reading a secret.
+
+Setup checks the machine (config, engine and login, launcher, the secrets file's presence, mode
+and owner), then runs a check clone through the launcher with the same mounts as a real clone:
+inside, the run program reads the secrets and asks GitHub for the repository's visibility,
+default branch and the owner's push permission. Setup changes nothing on GitHub. From what the
+check clone reports it refuses what must be refused (R35), or writes the setup record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Sequence
+
+import attrs
+
+from shadowclone.config import Config, Paths
+from shadowclone.errors import PluginUnavailable, ShadowcloneError
+from shadowclone.node.runfolder import RunFolder, new_clone_id
+from shadowclone.node.schemas import Request, RunMode, SetupRecord, now
+from shadowclone.node.setups import write_setup
+from shadowclone.node.target import Target, parse_repo
+from shadowclone.plugin.manager import Registry
+from shadowclone.plugin.types import CloneState, Launcher, LaunchSpec, SecretProviderRegistration
+from shadowclone.run.check import CheckReport
+from shadowclone.setup.secrets_file import create_template, privacy_problems
+
+CHECK_TIMEOUT_S = 300.0
+CHECKS_FOLDER = "setup-checks"
+LABEL_CLONE = "shadowclone.clone"
+LABEL_PURPOSE = "shadowclone.purpose"
+
+
+@attrs.frozen
+class Check:
+    name: str
+    passed: bool
+    detail: str
+
+
+@attrs.frozen
+class SetupSummary:
+    repo: str
+    checks: tuple[Check, ...]
+    record: SetupRecord | None = None
+    next_steps: tuple[str, ...] = ()
+    refused: bool = False
+    """A rule refused the repository (R35), rather than something to fix on this machine."""
+
+    @property
+    def ok(self) -> bool:
+        return self.record is not None
+
+
+class _Summary:
+    def __init__(self, repo: str) -> None:
+        self.repo = repo
+        self.checks: list[Check] = []
+
+    def add(self, name: str, passed: bool, detail: str) -> bool:
+        self.checks.append(Check(name, passed, detail))
+        return passed
+
+    def done(
+        self, *next_steps: str, record: SetupRecord | None = None, refused: bool = False
+    ) -> SetupSummary:
+        return SetupSummary(self.repo, tuple(self.checks), record, next_steps, refused)
+
+
+def setup_repository(
+    config: Config,
+    paths: Paths,
+    registry: Registry,
+    repo_text: str,
+    *,
+    engine: str | None = None,
+    image: str | None = None,
+    check_commands: Sequence[str] = (),
+    timeout_s: float = CHECK_TIMEOUT_S,
+) -> SetupSummary:
+    owner, name = parse_repo(repo_text)
+    repo = f"{owner}/{name}"
+    summary = _Summary(repo)
+    summary.add("config", True, f"{paths.config_file} is valid (version {config.version})")
+
+    engine_name = engine or config.engine
+    provider = config.provider(engine_name)
+    if provider is None:
+        summary.add("engine", False, f"no [providers.{engine_name}] in {paths.config_file}")
+        return summary.done(f'add [providers.{engine_name}] with login = "..." to the config')
+    try:
+        registry.engine(engine_name)
+        login = registry.secret_provider(provider.login)
+    except PluginUnavailable as error:
+        summary.add("engine", False, str(error))
+        return summary.done("install the engine's plugin, or pick another with --engine")
+    if login.engine not in (None, engine_name):
+        summary.add("engine", False, f"the login {login.name} is for {login.engine}")
+        return summary.done(f"set providers.{engine_name}.login to one of its logins")
+    summary.add("engine", True, f"{engine_name} with the {login.name} login")
+
+    try:
+        launcher = registry.launcher(config.launcher).factory()
+        launcher.check()
+    except ShadowcloneError as error:
+        summary.add("launcher", False, f"{config.launcher}: {error}")
+        return summary.done("fix the launcher, then run setup again")
+    summary.add("launcher", True, f"{config.launcher} can run clones")
+
+    secrets = paths.secrets_file
+    keys = _keys(registry, login)
+    if create_template(secrets, registry.secret_providers()):
+        summary.add("secrets file", False, f"created {secrets} (mode 0600), an empty template")
+        return summary.done(
+            f"paste {', '.join(keys)} into {secrets}, then run `shadowclone setup {repo}` again"
+        )
+    problems = privacy_problems(secrets)
+    if problems:
+        summary.add("secrets file", False, "; ".join(problems))
+        return summary.done("make the secrets file private to you, then run setup again")
+    summary.add("secrets file", True, f"{secrets} is private to you")
+
+    request = Request(
+        id="check",
+        target=Target(owner, name, 1),
+        engine=engine_name,
+        login=login.name,
+        launcher=config.launcher,
+        image=image or config.image,
+        github_url=config.github.url,
+        github_api_url=config.github.api_url,
+        base_url=provider.base_url,
+        mode=RunMode.CHECK,
+    )
+    report = run_check_clone(paths, launcher, request, timeout_s)
+    if not summary.add(
+        "check clone",
+        not report.problems,
+        "; ".join(report.problems) or f"GitHub answers as {report.user}",
+    ):
+        return summary.done("fix what the check clone reported, then run setup again")
+    if report.missing_secrets:
+        summary.add("logins", False, f"no value for {', '.join(report.missing_secrets)}")
+        return summary.done(f"paste {', '.join(report.missing_secrets)} into {secrets}")
+    summary.add("logins", True, f"{', '.join(keys)} present")
+    summary.add(
+        "repository",
+        True,
+        f"{report.visibility}, default branch {report.default_branch}",
+    )
+    if login.private_repos_only and report.visibility != "private":
+        summary.add(
+            "login and visibility",
+            False,
+            f"the {login.name} login never works on a {report.visibility} repository",
+        )
+        return summary.done("use an API-key login for this repository", refused=True)
+    if not summary.add(
+        "push permission",
+        bool(report.can_push),
+        f"{report.user} can push to {repo}" if report.can_push else f"{report.user} cannot push",
+    ):
+        return summary.done("ask for write access to the repository", refused=True)
+
+    record = SetupRecord(
+        repo=repo,
+        config_version=config.version,
+        engine=engine_name,
+        login=login.name,
+        visibility=report.visibility or "private",
+        default_branch=report.default_branch or "main",
+        can_push=True,
+        check_commands=tuple(check_commands),
+        image=image,
+    )
+    path = write_setup(paths, record)
+    summary.add("setup record", True, f"{path} (config version {config.version})")
+    return summary.done(f"shadowclone start {repo}#<issue or pull request number>", record=record)
+
+
+def _keys(registry: Registry, login: SecretProviderRegistration) -> list[str]:
+    everyone = [p for p in registry.secret_providers() if p.engine is None]
+    return [s.key for p in (*everyone, login) for s in p.secrets]
+
+
+def run_check_clone(
+    paths: Paths, launcher: Launcher, request: Request, timeout_s: float = CHECK_TIMEOUT_S
+) -> CheckReport:
+    """Launch the check clone and wait for its report; its folder is removed afterwards."""
+    clone_id = new_clone_id(now())
+    folder = RunFolder(paths.clones_dir / CHECKS_FOLDER / clone_id)
+    folder.path.mkdir(parents=True)
+    folder.write_request(attrs.evolve(request, id=clone_id))
+    spec = LaunchSpec(
+        clone_id=clone_id,
+        run_folder=folder.path,
+        secrets_file=paths.secrets_file,
+        image=request.image,
+        labels={LABEL_CLONE: clone_id, LABEL_PURPOSE: "setup-check"},
+    )
+    try:
+        launcher.launch(spec)
+        deadline = time.monotonic() + timeout_s
+        status = launcher.status(clone_id)
+        while status.state is CloneState.RUNNING and time.monotonic() < deadline:
+            time.sleep(0.2)
+            status = launcher.status(clone_id)
+        if status.state is CloneState.RUNNING:
+            launcher.stop(clone_id)
+            return CheckReport(
+                request.target.repo_full_name,
+                problems=(f"the check clone did not finish within {timeout_s:.0f} s",),
+            )
+        lines, _, _ = folder.progress()
+        final = next((line for line in reversed(lines) if line.final), None)
+        if final is None or not final.report:
+            tail = status.output_tail.strip().splitlines()[-1:] or ["no output"]
+            return CheckReport(
+                request.target.repo_full_name,
+                problems=(
+                    f"the check clone ended with no report (exit {status.exit_code}): {tail[0]}",
+                ),
+            )
+        try:
+            return CheckReport.from_json(final.report)
+        except (ValueError, TypeError, KeyError):
+            return CheckReport(request.target.repo_full_name, problems=(final.report,))
+    finally:
+        with contextlib.suppress(ShadowcloneError):
+            launcher.remove(clone_id)
+        shutil.rmtree(folder.path, ignore_errors=True)
+
+
+__all__ = ["Check", "SetupSummary", "run_check_clone", "setup_repository"]

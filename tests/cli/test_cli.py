@@ -1,0 +1,173 @@
+"""R37: every operation from the command line, `--json` for scripts, exit codes 0/1/2, and one
+line (never a traceback) for every error the owner can cause."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from shadowclone.config import Paths
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import ProgressKind, ProgressLine, Question, Record, State, Step
+
+from tests.conftest import CliResult, run_shadowclone, set_up
+
+Cli = Callable[..., CliResult]
+
+
+def started(cli: Cli, home: Paths, target: str = "acme/app#1") -> str:
+    set_up(home)
+    result = cli("start", target, "--json")
+    assert result.code == 0, result.err
+    clone_id: str = json.loads(result.out)["id"]
+    return clone_id
+
+
+def test_start_list_get_as_a_person_reads_them(cli: Cli, home: Paths) -> None:
+    set_up(home)
+    result = cli("start", "https://github.com/acme/app/issues/4")
+    assert result.code == 0
+    clone_id = result.out.split()[1]
+    assert result.out.splitlines() == [
+        f"queued {clone_id} on acme/app#4 with scripted",
+        f"follow it: shadowclone get {clone_id} --follow",
+    ]
+    listing = cli("list")
+    assert listing.out.split("\n")[0].split() == [
+        "ID",
+        "STATE",
+        "TARGET",
+        "ENGINE",
+        "REQUESTED",
+        "PR",
+        "/",
+        "QUESTION",
+    ]
+    assert listing.out.splitlines()[1].split()[:4] == [clone_id, "queued", "acme/app#4", "scripted"]
+    shown = cli("get", clone_id).out
+    assert f"clone     {clone_id}  queued" in shown and "target    acme/app#4" in shown
+
+
+def test_json_output_for_scripts(cli: Cli, home: Paths) -> None:
+    clone_id = started(cli, home)
+    [listed] = json.loads(cli("list", "--json").out)
+    assert (listed["id"], listed["state"], listed["target"]["number"]) == (clone_id, "queued", 1)
+    got = json.loads(cli("get", clone_id, "--json").out)
+    assert got["engine"] == "scripted" and got["stop_requested"] is False
+    sent = json.loads(cli("send", clone_id, "hello", "--json").out)
+    assert sent["kind"] == "message" and sent["text"] == "hello"
+    stopped = json.loads(cli("stop", clone_id, "--json").out)
+    assert stopped["state"] == "stopped"
+
+
+def test_answer_from_the_command_line(cli: Cli, home: Paths) -> None:
+    clone_id = started(cli, home)
+    folder = RunFolder(home.clones_dir / clone_id)
+    folder.write_record(Record(id=clone_id, state=State.WAITING))
+    question = Question("q1", "Which database?", ("postgres", "sqlite"), "sqlite")
+    folder.append_progress(ProgressLine(Step.ENGINE, ProgressKind.QUESTION, question=question))
+    assert "answer: shadowclone answer" in cli("get", clone_id).out
+    result = cli("answer", clone_id, "q1", "postgres")
+    assert (result.code, result.out.strip()) == (0, "answered q1: postgres")
+    again = cli("answer", clone_id, "q1", "sqlite")
+    assert (again.code, again.err.strip()) == (1, "shadowclone: question q1 is already answered")
+
+
+def test_exit_codes_refused_is_1_bad_input_is_2(cli: Cli, home: Paths) -> None:
+    refused = cli("start", "acme/app#1")
+    assert refused.code == 1
+    assert refused.err == (
+        "shadowclone: acme/app is not set up on this machine; run `shadowclone setup acme/app`\n"
+    )
+    bad = cli("start", "acme/app")
+    assert bad.code == 2
+    assert bad.err == (
+        "shadowclone: target 'acme/app': expected owner/repo#N, or an issue or pull request URL\n"
+    )
+    unknown = cli("get", "nope")
+    assert (unknown.code, unknown.err) == (
+        2,
+        "shadowclone: no clone 'nope'; `shadowclone list` shows the clones\n",
+    )
+    assert cli("start").code == 2  # click's own usage error
+
+
+def test_follow_streams_until_the_clone_ends(cli: Cli, home: Paths) -> None:
+    clone_id = started(cli, home)
+    folder = RunFolder(home.clones_dir / clone_id)
+    folder.append_progress(ProgressLine(Step.TARGET, ProgressKind.NOTE, "issue #1: fix it"))
+    folder.append_progress(
+        ProgressLine(Step.FINISH, ProgressKind.FINAL, "done", pr_url="http://x/pull/2")
+    )
+    result = cli("get", clone_id, "--follow")
+    lines = result.out.splitlines()
+    assert "target    note     issue #1: fix it" in lines[0]
+    assert "finish    final    finished: None  http://x/pull/2" in lines[1]
+
+
+def test_plugins_lists_engines_and_launchers_with_their_distributions(cli: Cli) -> None:
+    rows = json.loads(cli("plugins", "--json").out)
+    by_name = {r["name"]: r for r in rows}
+    for name, family, distribution in (
+        ("claude", "engine", "shadowclone-claude"),
+        ("codex", "engine", "shadowclone-codex"),
+        ("docker", "launcher", "shadowclone-docker-launch"),
+        ("fake", "launcher", "shadowclone-fake-launch"),
+        ("toolchain", "review stage", "shadowclone"),
+        ("github-token", "secret provider", "shadowclone"),
+    ):
+        row = by_name[name]
+        assert (row["family"], row["distribution"], row["status"]) == (
+            family,
+            distribution,
+            "active",
+        )
+        assert row["version"] == "0.1.0"
+
+
+def test_config_commands(cli: Cli, home: Paths) -> None:
+    paths = json.loads(cli("config", "path", "--json").out)
+    assert paths["config"] == str(home.config_file)
+    shown = json.loads(cli("config", "show", "--json").out)
+    assert shown["engine"] == "scripted" and shown["launcher"] == "fake"
+    assert cli("config", "set", "daily_clones", "7").code == 0
+    assert "daily_clones = 7" in cli("config", "show").out
+    again = cli("config", "init")
+    assert again.code == 2 and "already exists; use --force" in again.err
+
+
+def _no_traceback(result: CliResult, code: int, *parts: str) -> None:
+    assert result.code == code, (result.out, result.err)
+    assert "Traceback" not in result.err
+    assert len(result.err.strip().splitlines()) == 1, result.err
+    for part in parts:
+        assert part in result.err
+
+
+def test_bad_config_malformed_request_and_unknown_id_in_a_real_process(
+    home: Paths, tmp_path: Path
+) -> None:
+    env = {"SHADOWCLONE_HOME": os.environ["SHADOWCLONE_HOME"]}
+    set_up(home)
+    created = run_shadowclone("start", "acme/app#1", "--json", env=env)
+    clone_id = json.loads(created.out)["id"]
+    RunFolder(home.clones_dir / clone_id).request_file.write_text('{"id": 1')
+    _no_traceback(run_shadowclone("get", clone_id, env=env), 2, "request.json: not valid JSON")
+    _no_traceback(run_shadowclone("get", "zzz", env=env), 2, "no clone 'zzz'")
+    home.config_file.write_text("parallel_clones = 'lots'\n")
+    _no_traceback(
+        run_shadowclone("list", env=env),
+        2,
+        str(home.config_file),
+        "parallel_clones: expected an integer, got 'lots'",
+    )
+
+
+def test_service_status_reports_without_touching_anything(cli: Cli) -> None:
+    result = cli("service", "status", "--json")
+    assert result.code == 0, result.err
+    status = json.loads(result.out)
+    assert status["manager"] in ("systemd", "launchd")
+    assert status["installed"] is False

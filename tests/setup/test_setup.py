@@ -1,0 +1,149 @@
+"""R34-R36: setup against the fake GitHub with the fake launcher and a real check clone."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from shadowclone.config import Paths, set_value
+from shadowclone.fakes.github import FakeGitHub
+from shadowclone.node.setups import read_setup
+
+from tests.conftest import CliResult
+
+Cli = Callable[..., CliResult]
+
+
+@pytest.fixture
+def github(tmp_path: Path, home: Paths) -> Iterator[FakeGitHub]:
+    with FakeGitHub(tmp_path / "github") as gh:
+        set_value(home, "github.url", f'"{gh.url}"')
+        set_value(home, "github.api_url", f'"{gh.api_url}"')
+        yield gh
+
+
+def secrets(home: Paths, **values: str) -> None:
+    descriptor = os.open(home.secrets_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.writelines(f'{key} = """{value}"""\n' for key, value in values.items())
+
+
+def only_reads(github: FakeGitHub) -> None:
+    logged = github.requests()
+    assert logged, "the check clone asked GitHub nothing"
+    assert not [r for r in logged if r.is_write], "setup wrote to GitHub (R36)"
+
+
+def test_a_private_repository_with_push_is_set_up(
+    cli: Cli, home: Paths, github: FakeGitHub
+) -> None:
+    token = github.add_user("you", name="You")
+    github.create_repo("you/app", files={"README.md": "x"}, private=True, default_branch="trunk")
+    secrets(home, github_token=token)
+    result = cli("setup", "you/app", "--check", "make test", "--json")
+    assert result.code == 0, result.out + result.err
+    summary = json.loads(result.out)
+    assert [c["name"] for c in summary["checks"] if not c["passed"]] == []
+    record = read_setup(home, "you/app")
+    assert record is not None
+    assert (record.config_version, record.visibility, record.default_branch) == (
+        1,
+        "private",
+        "trunk",
+    )
+    assert record.check_commands == ("make test",)
+    only_reads(github)
+    human = cli("setup", "you/app")
+    assert "ok   push permission       you can push to you/app" in human.out
+    assert "next: shadowclone start you/app#" in human.out
+
+
+def test_a_chatgpt_plan_login_is_refused_on_a_public_repository(
+    cli: Cli, home: Paths, github: FakeGitHub
+) -> None:
+    token = github.add_user("you")
+    github.create_repo("you/open", files={"README.md": "x"}, private=False)
+    set_value(home, "providers.codex.login", '"chatgpt-plan"')
+    secrets(home, github_token=token, codex_auth_json='{"auth_mode": "chatgpt"}')
+    result = cli("setup", "you/open", "--engine", "codex")
+    assert result.code == 1
+    assert "FAIL login and visibility" in result.out
+    assert result.err.strip() == (
+        "shadowclone: setup of you/open refused: the chatgpt-plan login never works on a "
+        "public repository"
+    )
+    assert read_setup(home, "you/open") is None
+    only_reads(github)
+
+
+def test_a_repository_the_owner_cannot_push_to_is_refused(
+    cli: Cli, home: Paths, github: FakeGitHub
+) -> None:
+    github.add_user("boss")
+    token = github.add_user("you")
+    github.create_repo("boss/app", files={"README.md": "x"})
+    github.grant("boss/app", "you", "read")
+    secrets(home, github_token=token)
+    result = cli("setup", "boss/app")
+    assert result.code == 1
+    assert "FAIL push permission       you cannot push" in result.out
+    assert "refused" in result.err
+    assert read_setup(home, "boss/app") is None
+    only_reads(github)
+
+
+def test_a_missing_secrets_file_gets_a_private_template(
+    cli: Cli, home: Paths, github: FakeGitHub
+) -> None:
+    github.add_user("you")
+    github.create_repo("you/app", files={"README.md": "x"})
+    assert not home.secrets_file.exists()
+    result = cli("setup", "you/app")
+    assert result.code == 1
+    assert stat.S_IMODE(home.secrets_file.stat().st_mode) == 0o600
+    template = home.secrets_file.read_text()  # the test reads it; shadowclone never does
+    assert 'github_token = ""' in template and "# GitHub token" in template
+    assert "codex_auth_json = ''''''" in template
+    assert f"next: paste github_token into {home.secrets_file}" in result.out
+    assert github.requests() == []  # no check clone ran
+
+
+def test_a_secrets_file_others_can_read_is_refused(
+    cli: Cli, home: Paths, github: FakeGitHub
+) -> None:
+    token = github.add_user("you")
+    github.create_repo("you/app", files={"README.md": "x"})
+    secrets(home, github_token=token)
+    home.secrets_file.chmod(0o644)
+    result = cli("setup", "you/app")
+    assert result.code == 1
+    assert "has mode 0644; others can read it: run `chmod 600" in result.out
+    assert github.requests() == []
+
+
+def test_a_login_without_its_secret_is_reported(cli: Cli, home: Paths, github: FakeGitHub) -> None:
+    token = github.add_user("you")
+    github.create_repo("you/app", files={"README.md": "x"})
+    secrets(home, github_token=token)
+    result = cli("setup", "you/app", "--engine", "codex")
+    assert result.code == 1
+    assert "FAIL logins                no value for openai_api_key" in result.out
+
+
+def test_raising_the_config_version_makes_start_ask_for_setup_again(
+    cli: Cli, home: Paths, github: FakeGitHub
+) -> None:
+    token = github.add_user("you")
+    github.create_repo("you/app", files={"README.md": "x"})
+    secrets(home, github_token=token)
+    assert cli("setup", "you/app").code == 0
+    set_value(home, "version", "2")
+    refused = cli("start", "you/app#1")
+    assert refused.code == 1
+    assert "set up under config version 1 and the config is now at version 2" in refused.err
+    assert cli("setup", "you/app").code == 0
+    assert cli("start", "you/app#1").code == 0
