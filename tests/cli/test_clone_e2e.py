@@ -1,0 +1,186 @@
+"""Whole clones through the CLI (R25-R27, R30-R32): `shadowclone start`, a real `shadowclone
+serve` with the fake launcher running the real run program, the scripted engine, real git, and
+the fake GitHub over HTTP. The owner acts only through the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+from shadowclone.config import Paths, set_value
+from shadowclone.fakes.github import FakeGitHub
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import Record, State
+from shadowclone_fake_launch.scripted import Run, Say, Sleep, Step, Write, script_json
+
+from tests.conftest import CliResult, set_up
+from tests.serve.conftest import ServeProcess
+
+Cli = Callable[..., CliResult]
+WAIT_S = 180.0
+SECRET = "sk-ant-api03-planted0123456789abcdefghijklmnop"
+
+
+@attrs.define
+class Owner:
+    home: Paths
+    cli: Cli
+    github: FakeGitHub
+    token: str
+    serve: ServeProcess | None = None
+
+    def serving(self, script: list[Step] | None = None, **extra: str) -> None:
+        env = {"SHADOWCLONE_SCRIPT": json.dumps(script_json(script))} if script else {}
+        self.serve = ServeProcess.start(self.home, "--stop-grace", "20", env={**env, **extra})
+        self.serve.wait_serving()
+
+    def start(self, target: str) -> str:
+        result = self.cli("start", target, "--json")
+        assert result.code == 0, result.err
+        clone_id: str = json.loads(result.out)["id"]
+        return clone_id
+
+    def record(self, clone_id: str) -> Record | None:
+        return RunFolder(self.home.clones_dir / clone_id).record()
+
+    def wait(self, clone_id: str, *states: State) -> Record:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            record = self.record(clone_id)
+            if record is not None and record.state in states:
+                return record
+            time.sleep(0.2)
+        output = self.serve.output[-3000:] if self.serve else ""
+        pytest.fail(f"clone {clone_id} never reached {states}: {self.record(clone_id)}\n{output}")
+
+
+@pytest.fixture
+def owner(home: Paths, cli: Cli, tmp_path: Path) -> Iterator[Owner]:
+    with FakeGitHub(tmp_path / "github") as github:
+        token = github.add_user("you", name="You", email="you@example.com")
+        github.add_user("stranger")
+        github.create_repo("you/app", files={"README.md": "# app\n"})
+        github.grant("you/app", "stranger", "read")
+        set_value(home, "github.url", f'"{github.url}"')
+        set_value(home, "github.api_url", f'"{github.api_url}"')
+        descriptor = os.open(home.secrets_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(f'github_token = "{token}"\nanthropic_api_key = "{SECRET}"\n')
+        set_up(home, "you/app")
+        person = Owner(home, cli, github, token)
+        try:
+            yield person
+        finally:
+            if person.serve is not None:
+                person.serve.end()
+
+
+def test_an_issue_becomes_a_pull_request_and_the_owner_answers(owner: Owner) -> None:
+    number = owner.github.create_issue("you/app", author="you", title="Add a greeting")
+    owner.serving()
+    clone_id = owner.start(f"you/app#{number}")
+    deadline = time.monotonic() + WAIT_S
+    while (record := owner.record(clone_id)) is None or record.question is None:
+        assert time.monotonic() < deadline, "the clone never asked"
+        time.sleep(0.2)
+    assert record.state is State.WAITING
+    assert owner.cli("answer", clone_id, record.question.id, "formal").code == 0
+    followed = owner.cli("get", clone_id, "--follow", "-n", "100")
+    assert "answer to q1: formal (by owner)" in followed.out
+    done = owner.wait(clone_id, State.DONE)
+    [pull] = owner.github.pull_requests("you/app")
+    assert done.pr_url == f"{owner.github.url}/you/app/pull/{pull.number}"
+    assert pull.pull is not None and pull.pull.head_ref == "shadowclone/1-add-a-greeting"
+    greeting = owner.github.read_file("you/app", pull.pull.head_ref, "GREETING.md")
+    assert greeting is not None and "formal" in greeting
+    assert "pull request" in owner.cli("get", clone_id).out
+
+
+def test_a_message_reaches_the_engine_and_a_stop_mid_run_keeps_the_work(owner: Owner) -> None:
+    number = owner.github.create_issue("you/app", author="you", title="Long work")
+    owner.serving([Write("WIP.md", "work in progress\n"), Say("working"), Sleep(120)])
+    clone_id = owner.start(f"you/app#{number}")
+    owner.wait(clone_id, State.RUNNING)
+    deadline = time.monotonic() + WAIT_S
+    folder = RunFolder(owner.home.clones_dir / clone_id)
+    while (
+        "working" not in folder.progress_file.read_text() if folder.progress_file.exists() else True
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert owner.cli("send", clone_id, "mind the changelog").code == 0
+    assert owner.cli("stop", clone_id).code == 0
+    ended = owner.wait(clone_id, State.STOPPED)
+    assert ended.outcome is not None and ended.outcome.value == "stopped"
+    wip = owner.github.read_file("you/app", "shadowclone/1-long-work", "WIP.md")
+    assert wip == "work in progress\n"
+    assert owner.github.pull_requests("you/app") == []
+
+
+def test_a_strangers_pull_request_is_reviewed_and_its_code_never_run(
+    owner: Owner, tmp_path: Path
+) -> None:
+    marker = tmp_path / "the-code-ran"
+    set_up(owner.home, "you/app", check_commands=(f"touch {marker}",))
+    number = owner.github.create_pull_request(
+        "you/app",
+        author="stranger",
+        branch="idea",
+        title="An idea",
+        files={"setup.py": f"open({str(marker)!r}, 'w')\n"},
+        fork=True,
+    )
+    owner.serving([Say("Reviewed: the idea is fine.")])
+    clone_id = owner.start(f"you/app#{number}")
+    done = owner.wait(clone_id, State.DONE)
+    assert not marker.exists()
+    assert done.report is not None and "review only" in done.report
+    assert (
+        "toolchain: passed: skipped"
+        in RunFolder(owner.home.clones_dir / clone_id).progress_file.read_text()
+    )
+    assert "Reviewed: the idea is fine." in owner.github.comments("you/app", number)[-1].body
+    assert not [r for r in owner.github.requests() if r.path.endswith("git-receive-pack")]
+
+
+def test_the_owners_pull_request_is_continued_and_main_is_never_pushed(owner: Owner) -> None:
+    number = owner.github.create_pull_request(
+        "you/app", author="you", branch="feature", title="Feature", files={"a.txt": "a\n"}
+    )
+    main = owner.github.branch_sha("you/app", "main")
+    owner.serving(
+        [
+            Write("a.txt", "a\nb\n"),
+            Run("git commit -qam 'more' && git push origin HEAD:main; echo pushed=$?"),
+        ]
+    )
+    clone_id = owner.start(f"you/app#{number}")
+    owner.wait(clone_id, State.DONE)
+    assert owner.github.read_file("you/app", "feature", "a.txt") == "a\nb\n"
+    assert owner.github.branch_sha("you/app", "main") == main
+    progress = RunFolder(owner.home.clones_dir / clone_id).progress_file.read_text()
+    assert "pushed=1" in progress or "pushed=128" in progress
+
+
+def test_a_planted_secret_reaches_no_record_progress_line_or_report(owner: Owner) -> None:
+    number = owner.github.create_issue("you/app", author="you", title="Leaky")
+    owner.serving(
+        [
+            Write("notes.md", "notes\n"),
+            Say(f"my key is {SECRET} and my token is {owner.token}"),
+            Run(f"echo {SECRET}"),
+        ]
+    )
+    clone_id = owner.start(f"you/app#{number}")
+    owner.wait(clone_id, State.DONE)
+    folder = RunFolder(owner.home.clones_dir / clone_id)
+    for path in (folder.progress_file, folder.record_file):
+        text = path.read_text()
+        assert SECRET not in text and owner.token not in text, path
+    shown = owner.cli("get", clone_id, "--json", "-n", "200").out
+    assert SECRET not in shown and owner.token not in shown and "[redacted]" in shown
