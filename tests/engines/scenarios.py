@@ -10,10 +10,15 @@ to build its `Engine` and the provider environment that points it at the fake se
         def provider_env(self, server: FakeModelServer) -> dict[str, str]: ...
 
 The scenarios (issue 3): a turn that runs a shell command and ends; a message sent mid-turn
-reaches the model in the same session and the clone goes on; stop during a turn ends the whole
-process tree within seconds; the engine process dying mid-turn gives a failed outcome with its
-last output. Each scenario scripts the fake server, launches a session on a fresh git workspace
-and follows the session's events with `Watch`.
+reaches the model in the same session and the clone goes on; the ask tool of the real
+`shadowclone_ask` server puts a question in the run folder's progress lines and returns the
+owner's delivered answer to the model, or the recommended option once its wait limit passes;
+stop during a turn ends the whole process tree within seconds; the engine process dying mid-turn
+gives a failed outcome with its last output. Each scenario scripts the fake server, launches a
+session on a fresh git workspace and follows the session's events with `Watch`.
+
+A subclass also says, through its driver's own helpers, how long the engine lets one call of
+the ask tool run (`ask_tool_timeout_s`), so that a 30-minute question is never cut short.
 """
 
 from __future__ import annotations
@@ -33,9 +38,21 @@ import attrs
 import psutil
 import pytest
 from shadowclone.fakes.models import CallTool, FakeModelServer, ModelRequest, Shell, Text
+from shadowclone.node import files, schemas
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import (
+    Answer,
+    ChosenBy,
+    InboxKind,
+    InboxLine,
+    ProgressKind,
+    ProgressLine,
+    Question,
+)
 from shadowclone.plugin.types import (
     Engine,
     EngineEvent,
+    EngineLimits,
     EngineSession,
     EngineTask,
     FinishedEvent,
@@ -45,6 +62,7 @@ from shadowclone.plugin.types import (
     TurnEndedEvent,
     UsageEvent,
 )
+from shadowclone.run.ask import DEFAULT_TIMEOUT_S, SERVER_NAME, TOOL_NAME, ask_command
 
 from tests.engines.stand_in_ask_server import ANSWER_PREFIX
 
@@ -56,6 +74,16 @@ STOP_TIMEOUT_S = 15.0
 """`stop()` must end the process tree "within seconds"; this only prevents a hang."""
 
 STAND_IN_ASK_SERVER = Path(__file__).with_name("stand_in_ask_server.py")
+
+ASK_TOOL = f"mcp__{SERVER_NAME}__{TOOL_NAME}"
+"""The ask tool as both drivers name it in a `ToolUseEvent`."""
+SHORT_ASK_TIMEOUT_S = 4.0
+"""The wait limit of the timeout scenario: a few seconds, so the recommended option is taken."""
+LONG_ASK_TIMEOUT_S = 600.0
+"""The wait limit where the owner answers: far longer than the scenario takes."""
+ASK_TOOL_TIMEOUT_MARGIN_S = 30.0
+"""How much longer than the ask's wait limit the engine must let the tool call run: the ask
+server answers only after writing its answer line, and the engine's clock starts first."""
 
 E = TypeVar("E", bound=EngineEvent)
 
@@ -140,6 +168,8 @@ class Harness:
     state_dir: Path
     env: dict[str, str]
     ask_command: tuple[str, ...]
+    run_folder: RunFolder
+    """Where the real ask server writes its progress lines and reads delivered answers."""
     watches: list[Watch] = attrs.field(factory=list)
 
     def task(self, prompt: str, **changes: Any) -> EngineTask:
@@ -157,6 +187,16 @@ class Harness:
         watch = Watch(session)
         self.watches.append(watch)
         return watch
+
+    async def launch_with_ask_server(self, prompt: str, ask_timeout_s: float) -> Watch:
+        """Launch with the real `shadowclone_ask` server on this run folder, waiting at most
+        `ask_timeout_s` for each answer, and the engine told the same limit, as the run program
+        does it."""
+        return await self.launch(
+            prompt,
+            ask_command=ask_command(self.run_folder.path, ask_timeout_s),
+            limits=EngineLimits(ask_timeout_s=ask_timeout_s),
+        )
 
     async def wait_for_request(
         self, where: Callable[[ModelRequest], bool], timeout: float = TURN_TIMEOUT_S
@@ -206,6 +246,29 @@ async def wait_for_process(marker: str, timeout: float = TURN_TIMEOUT_S) -> list
     return found
 
 
+def progress_lines(folder: RunFolder, kind: ProgressKind) -> list[ProgressLine]:
+    """The run folder's progress lines of `kind`; every line must parse."""
+    lines, problems, _ = folder.progress()
+    assert problems == [], problems
+    return [line for line in lines if line.kind is kind]
+
+
+async def wait_for_progress(
+    folder: RunFolder, kind: ProgressKind, timeout: float = TURN_TIMEOUT_S
+) -> ProgressLine:
+    """The first progress line of `kind`, once the run folder has one."""
+    async with asyncio.timeout(timeout):
+        while not (lines := progress_lines(folder, kind)):
+            await asyncio.sleep(0.1)
+    return lines[0]
+
+
+def deliver_answer(folder: RunFolder, question_id: str, choice: str) -> None:
+    """What serve does with the owner's answer: append it to the run folder's deliveries."""
+    line = InboxLine(id="i1", kind=InboxKind.ANSWER, text=choice, question_id=question_id)
+    files.append_line(folder.deliveries_file, schemas.dumps(line))
+
+
 def engine_processes(before: set[int]) -> list[psutil.Process]:
     """Children of this test process started since `before` was taken, with their descendants."""
     roots = [child for child in psutil.Process().children() if child.pid not in before]
@@ -232,8 +295,18 @@ class EngineScenarios(abc.ABC):
         """The variables that point the engine at `server` and log it in (a fake key)."""
 
     def ask_command(self) -> tuple[str, ...]:
-        """argv of the `shadowclone_ask` MCP server the scenarios give the engine."""
+        """argv of the `shadowclone_ask` MCP server the scenarios give the engine by default
+        (the ask scenarios start the real one through `Harness.launch_with_ask_server`)."""
         return (sys.executable, str(STAND_IN_ASK_SERVER))
+
+    def ask_tool_timeout_s(self, task: EngineTask) -> float:
+        """How long the engine lets one call of the ask tool run for `task`, read through the
+        driver's own helpers (the environment or config file it builds). Every engine's test
+        module says it; this default fails the check so that none forgets."""
+        pytest.fail(
+            f"{type(self).__name__} does not say how long its engine lets the ask tool run: "
+            "override ask_tool_timeout_s with the driver's own helpers"
+        )
 
     # ---- fixtures
 
@@ -253,8 +326,10 @@ class EngineScenarios(abc.ABC):
             state_dir=tmp_path / "state",
             env=self.provider_env(model_server),
             ask_command=self.ask_command(),
+            run_folder=RunFolder(tmp_path / "run"),
         )
         harness.state_dir.mkdir()
+        harness.run_folder.path.mkdir()
         try:
             yield harness
         finally:
@@ -404,10 +479,94 @@ class EngineScenarios(abc.ABC):
         await watch.session.close()
         assert (await watch.finished()).outcome is Outcome.DONE
 
-    # The ask scenarios proper (issue 3: the question appears as a progress line, an answer is
-    # delivered and reaches the model; with a short wait limit the timeout path returns the
-    # recommended option) belong here. They run the real `shadowclone.run.ask` server and come
-    # with it, through `ask_command()`.
+    # ---- the ask tool (the real `shadowclone.run.ask` server)
+
+    QUESTION = "Drop the old migrations?"
+    ASKED: ClassVar[dict[str, Any]] = {
+        "question": QUESTION,
+        "options": ["keep them", "drop them"],
+        "recommended": "keep them",
+    }
+
+    async def test_a_question_reaches_the_owner_and_the_answer_reaches_the_model(
+        self, harness: Harness
+    ) -> None:
+        harness.server.add(CallTool(SERVER_NAME, TOOL_NAME, self.ASKED), Text("Dropped them."))
+        folder = harness.run_folder
+
+        watch = await harness.launch_with_ask_server(
+            "Clean up the migrations.", ask_timeout_s=LONG_ASK_TIMEOUT_S
+        )
+        asked = await wait_for_progress(folder, ProgressKind.QUESTION)
+
+        assert asked.question == Question(
+            id="q1",
+            text=self.QUESTION,
+            options=("keep them", "drop them"),
+            recommended="keep them",
+            timeout_s=LONG_ASK_TIMEOUT_S,
+        )
+        # The engine waits for the owner: no answer is settled and no tool result went back.
+        assert progress_lines(folder, ProgressKind.ANSWER) == []
+        assert not any(request.tool_results() for request in harness.server.model_requests())
+
+        deliver_answer(folder, "q1", "drop them")
+        await watch.turn_ended()
+
+        (answered,) = progress_lines(folder, ProgressKind.ANSWER)
+        assert answered.answer == Answer("q1", "drop them", ChosenBy.OWNER)
+        results = harness.server.model_requests()[-1].tool_results()
+        assert any(
+            "The owner answered your question (q1): drop them" in result for result in results
+        ), results
+        assert "Dropped them." in watch.texts()
+        (ask_use,) = [event for event in watch.seen(ToolUseEvent) if event.name == ASK_TOOL]
+        assert self.QUESTION in ask_use.detail
+        await watch.session.close()
+        finished = await watch.finished()
+        assert finished.outcome is Outcome.DONE, finished.detail
+
+    async def test_an_unanswered_question_takes_the_recommended_option(
+        self, harness: Harness
+    ) -> None:
+        harness.server.add(CallTool(SERVER_NAME, TOOL_NAME, self.ASKED), Text("Kept them."))
+        folder = harness.run_folder
+
+        watch = await harness.launch_with_ask_server(
+            "Clean up the migrations.", ask_timeout_s=SHORT_ASK_TIMEOUT_S
+        )
+        await watch.turn_ended()
+
+        (asked,) = progress_lines(folder, ProgressKind.QUESTION)
+        assert asked.question is not None
+        assert asked.question.id == "q1"
+        assert asked.question.timeout_s == SHORT_ASK_TIMEOUT_S
+        (answered,) = progress_lines(folder, ProgressKind.ANSWER)
+        assert answered.answer == Answer("q1", "keep them", ChosenBy.TIMEOUT)
+        results = harness.server.model_requests()[-1].tool_results()
+        (told,) = [result for result in results if "did not answer" in result]
+        assert "your recommended option was taken: keep them" in told
+        assert "skip every destructive step" in told
+        assert "Kept them." in watch.texts()
+        await watch.session.close()
+        finished = await watch.finished()
+        assert finished.outcome is Outcome.DONE, finished.detail
+
+    @pytest.mark.parametrize("ask_timeout_s", [DEFAULT_TIMEOUT_S, 2 * 60 * 60.0])
+    async def test_the_engine_lets_an_ask_wait_its_whole_limit(
+        self, tmp_path: Path, ask_timeout_s: float
+    ) -> None:
+        """The engine's own MCP tool timeout, as the driver configures it, outlasts the ask's
+        wait limit: the 30-minute default and a longer one."""
+        task = EngineTask(
+            workspace=tmp_path,
+            prompt="Ask the owner.",
+            ask_command=ask_command(tmp_path / "run", ask_timeout_s),
+            env={},
+            state_dir=tmp_path / "state",
+            limits=EngineLimits(ask_timeout_s=ask_timeout_s),
+        )
+        assert self.ask_tool_timeout_s(task) >= ask_timeout_s + ASK_TOOL_TIMEOUT_MARGIN_S
 
     # ---- stop and crash
 

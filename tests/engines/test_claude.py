@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from shadowclone.errors import Refused
 from shadowclone.fakes.models import FakeModelServer, Text
-from shadowclone.plugin.types import Engine, Outcome, TextEvent, TurnEndedEvent
+from shadowclone.plugin.types import Engine, EngineTask, Outcome, TextEvent, TurnEndedEvent
 from shadowclone_claude import shadowclone_engines
+from shadowclone_claude.driver import engine_env
 
 from tests.engines.scenarios import EngineScenarios, Harness
 
@@ -21,6 +22,10 @@ class TestClaude(EngineScenarios):
 
     def provider_env(self, server: FakeModelServer) -> dict[str, str]:
         return {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-ant-fake-key"}
+
+    def ask_tool_timeout_s(self, task: EngineTask) -> float:
+        # Claude Code's per-call MCP tool timeout, in milliseconds, from the driver's env.
+        return int(engine_env(task, base={})["MCP_TOOL_TIMEOUT"]) / 1000
 
     async def test_a_message_mid_turn_interrupts_and_starts_a_new_turn(
         self, harness: Harness

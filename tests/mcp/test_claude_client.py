@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from shadowclone.config import Paths
-from shadowclone.fakes.models import CallTool, FakeModelServer, Text
+from shadowclone.fakes.models import CallTool, FakeModelServer, Reply, Text
 from shadowclone.node.runfolder import run_folders
 
 from tests.conftest import set_up
@@ -30,7 +30,7 @@ def test_claude_code_starts_a_clone_through_the_mcp_server(
             }
         }
     }
-    script = [
+    script: list[Reply] = [
         CallTool("shadowclone", "start", {"target": "acme/app#7", "instructions": "be brief"}),
         Text("The clone is queued."),
     ]
