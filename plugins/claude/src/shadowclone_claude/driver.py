@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from shadowclone.errors import PluginUnavailable, Refused
+from shadowclone.plugin.processes import ProcessTree
 from shadowclone.plugin.types import (
     EngineEvent,
     EngineTask,
@@ -33,7 +34,6 @@ from shadowclone.plugin.types import (
     Outcome,
 )
 
-from shadowclone_claude.processes import ProcessTree
 from shadowclone_claude.stream import StreamNormalizer
 
 log = logging.getLogger(__name__)

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from shadowclone.errors import PluginUnavailable, Refused
+from shadowclone.plugin.processes import ProcessTree
 from shadowclone.plugin.types import EngineEvent, EngineTask, FinishedEvent, Outcome
 
 from shadowclone_codex.config import ASK_SERVER, engine_env, prepare_home
@@ -37,7 +38,6 @@ from shadowclone_codex.notifications import (
     describe,
     turn_error,
 )
-from shadowclone_codex.processes import ProcessTree
 from shadowclone_codex.rpc import EngineGone, Rpc, RpcError, wire
 
 log = logging.getLogger(__name__)

@@ -1,11 +1,13 @@
-"""Ending an engine's whole process tree, including what left its process group.
+"""Ending an engine's whole process tree, for engine plugins.
 
-Claude Code's Bash tool starts each command in a new session (its own process group), and an
-engine that dies leaves such commands behind, re-parented away from us. So signalling the
-engine's process group is not enough. Two nets catch the tree instead: every process seen in it
-while it runs (`watch`), known by pid and start time so a reused pid is never signalled; and
-every process whose environment carries the session's marker variable, which the engine's
-children inherit even after they are re-parented (the way Jenkins finds a build's processes).
+Engines start tools in sessions of their own: Claude Code's Bash tool starts each command in a
+new session, Codex runs commands under a terminal of their own, and the npm launchers may run
+the native binary as a child of Node. So signalling one process group is not enough, and a
+launcher killed alone can leave the binary running with the driver's pipes. Two nets catch the
+tree instead: every process seen in it while it runs (`watch`), known by pid and start time so
+a reused pid is never signalled; and every process whose environment carries the session's
+marker variable, which the engine's children inherit even after they are re-parented (the way
+Jenkins finds a build's processes).
 """
 
 from __future__ import annotations
@@ -93,10 +95,9 @@ class ProcessTree:
         own_group = os.getpgrp()
         groups: set[int] = set()
         for process in processes:
-            # Either call may find the process just gone; that is what we want anyway.
-            with contextlib.suppress(ProcessLookupError):
+            # A process may end between `alive()` and here: psutil and os both say so.
+            with contextlib.suppress(psutil.Error, ProcessLookupError):
                 groups.add(os.getpgid(process.pid))
-            with contextlib.suppress(psutil.Error):
                 process.send_signal(signum)
         for group in groups - {own_group, 0, 1}:
             with contextlib.suppress(ProcessLookupError, PermissionError):

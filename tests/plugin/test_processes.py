@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
-from shadowclone_claude.processes import ProcessTree
+from shadowclone.plugin.processes import ProcessTree
 
 MARKER = "SHADOWCLONE_ENGINE_TREE"
 
