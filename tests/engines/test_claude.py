@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from shadowclone.errors import Refused
-from shadowclone.fakes.models import FakeModelServer, Text
+from shadowclone.fakes.models import ApiError, FakeModelServer, Text
 from shadowclone.plugin.types import Engine, EngineTask, Outcome, TextEvent, TurnEndedEvent
 from shadowclone_claude import shadowclone_engines
 from shadowclone_claude.driver import engine_env
@@ -76,3 +76,15 @@ class TestClaude(EngineScenarios):
         assert "mcp__shadowclone_ask__ask" in tools  # listed directly: ENABLE_TOOL_SEARCH=false
         await watch.session.close()
         assert (await watch.finished()).outcome is Outcome.DONE
+
+    async def test_a_failed_last_turn_fails_the_session(self, harness: Harness) -> None:
+        # Claude Code tries a refused request again: refuse every one.
+        harness.server.rule = lambda request: ApiError("the fake model refuses this prompt")
+
+        watch = await harness.launch("Do something.")
+        await watch.turn_ended()
+        await watch.session.close()
+        finished = await watch.finished()
+
+        assert finished.outcome is Outcome.FAILED
+        assert "API Error: 400 the fake model refuses this prompt" in finished.detail

@@ -91,7 +91,15 @@ class Hang:
         return self._released.is_set()
 
 
-Reply = Text | Shell | CallTool | Hang
+@attrs.frozen
+class ApiError:
+    """Answer the request with an API error instead of a reply (a 400 is not retried)."""
+
+    message: str = "the fake model refuses this request"
+    status: int = 400
+
+
+Reply = Text | Shell | CallTool | Hang | ApiError
 Rule = Callable[["ModelRequest"], "Reply | None"]
 
 
@@ -716,6 +724,11 @@ class FakeModelServer:
         )
         reply = self._next_reply(request)
         log.debug("request %d %s: answering %r", request.index, request.path, reply)
+        if isinstance(reply, ApiError):
+            kind = "invalid_request_error" if reply.status == 400 else "api_error"
+            error = {"type": kind, "message": reply.message}
+            handler.send_json(HTTPStatus(reply.status), {"type": "error", "error": error})
+            return
         final = reply.then if isinstance(reply, Hang) else reply
         try:
             if not request.stream and not isinstance(reply, Hang):

@@ -317,6 +317,8 @@ class ClaudeSession:
         if result.get("is_error") and self._turn is not _Turn.INTERRUPTING:
             self._last_error = str(result.get("result") or result.get("errors") or "")
             log.warning("Claude Code ended a turn with an error: %.500s", self._last_error)
+        elif not result.get("is_error"):
+            self._last_error = ""  # a later turn went well: the error is behind us
         for event in self._normalizer.events(result):
             self._events.put_nowait(event)
         async with self._lock:
@@ -382,6 +384,8 @@ class ClaudeSession:
         if self._stopping:
             return Outcome.STOPPED, ""
         if returncode == 0 and self._stdin_closed:
+            if self._last_error:  # as the Codex driver does: a failed last turn is a failure
+                return Outcome.FAILED, f"the last turn failed: {self._last_error}"
             return Outcome.DONE, ""
         if returncode < 0:
             how = f"was killed by {signal.Signals(-returncode).name}"
