@@ -171,3 +171,19 @@ def test_service_status_reports_without_touching_anything(cli: Cli) -> None:
     status = json.loads(result.out)
     assert status["manager"] in ("systemd", "launchd")
     assert status["installed"] is False
+
+
+def test_get_shows_why_serve_ended_a_clone(cli: Cli, home: Paths) -> None:
+    clone_id = started(cli, home)
+    RunFolder(home.clones_dir / clone_id).write_record(
+        Record(
+            id=clone_id,
+            state=State.FAILED,
+            exit_code=3,
+            reason="the clone exited with no final line",
+            output_tail="Traceback: boom",
+        )
+    )
+    shown = cli("get", clone_id).out
+    assert "reason    the clone exited with no final line" in shown
+    assert "exit code 3" in shown and "  Traceback: boom" in shown

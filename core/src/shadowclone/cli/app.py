@@ -91,6 +91,8 @@ def describe(view: CloneView) -> str:
         rows.append(f"          answer: shadowclone answer {view.id} {q.id} CHOICE")
     if view.pr_url:
         rows.append(f"pull request {view.pr_url}")
+    if view.reason:
+        rows.append(f"reason    {view.reason}")
     if view.exit_code is not None:
         rows.append(f"exit code {view.exit_code}")
     if view.output_tail and not view.state.active:

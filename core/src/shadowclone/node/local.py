@@ -64,6 +64,8 @@ class CloneView:
     report: str | None = None
     exit_code: int | None = None
     output_tail: str = ""
+    reason: str = ""
+    """Why serve ended the clone as it did, where its final line does not say."""
     last_progress: tuple[ProgressLine, ...] = ()
     problems: tuple[str, ...] = ()
     """Malformed files or lines met while reading this clone; each names its file."""
@@ -287,6 +289,7 @@ class LocalNode:
                 report=record.report,
                 exit_code=record.exit_code,
                 output_tail=record.output_tail,
+                reason=record.reason,
                 last_progress=(record.last_progress,) if record.last_progress else (),
             )
         if lines:
