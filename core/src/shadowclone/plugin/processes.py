@@ -16,13 +16,52 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import psutil
+
+from shadowclone.errors import PluginUnavailable
 
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL_S = 0.5
+TREE_MARKER = "SHADOWCLONE_ENGINE_TREE"
+"""The variable, with a value of its own per engine process, that its whole tree inherits."""
+LINE_LIMIT = 64 * 1024 * 1024
+"""Engines write very long JSON lines (a whole file in one tool result)."""
+
+
+async def spawn_engine(
+    program: str,
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    install_hint: str,
+) -> tuple[asyncio.subprocess.Process, ProcessTree]:
+    """Start an engine program with pipes on stdin, stdout and stderr, in a session of its own
+    and marked so that `ProcessTree` finds all it starts; `install_hint` says how to get the
+    program when it is not on the PATH of `env`."""
+    found = shutil.which(program, path=env.get("PATH"))
+    if found is None:
+        raise PluginUnavailable(f"the program {program!r} is not on PATH; {install_hint}")
+    marker = uuid.uuid4().hex
+    process = await asyncio.create_subprocess_exec(
+        found,
+        *args,
+        cwd=cwd,
+        env={**env, TREE_MARKER: marker},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,  # its own process group: a stop reaches everything it started
+        limit=LINE_LIMIT,
+    )
+    return process, ProcessTree(process.pid, (TREE_MARKER, marker))
 
 
 def _status(process: psutil.Process) -> str | None:

@@ -18,15 +18,13 @@ import itertools
 import json
 import logging
 import os
-import shutil
 import signal
-import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from shadowclone.errors import PluginUnavailable, Refused
-from shadowclone.plugin.processes import ProcessTree
+from shadowclone.errors import Refused
+from shadowclone.plugin.processes import ProcessTree, spawn_engine
 from shadowclone.plugin.types import (
     EngineEvent,
     EngineTask,
@@ -42,7 +40,6 @@ PROGRAM = "claude"
 ASK_SERVER = "shadowclone_ask"
 """The MCP server name the engine sees: its tool is `mcp__shadowclone_ask__ask`."""
 
-TREE_MARKER = "SHADOWCLONE_ENGINE_TREE"
 """Set to a fresh value per session: every process the engine starts inherits it, so the
 session's processes can be found and ended even after they leave its process tree."""
 
@@ -54,8 +51,6 @@ TOOL_TIMEOUT_MARGIN_S = 60.0
 """Added to the ask wait limit, so Claude Code never cuts the ask tool short itself."""
 OUTPUT_TAIL_LINES = 30
 OUTPUT_LINE_LENGTH = 500
-LINE_LIMIT = 64 * 1024 * 1024
-"""stream-json lines carry whole tool results; asyncio's default 64 KiB is far too small."""
 
 
 def command_line(task: EngineTask, program: str = PROGRAM) -> list[str]:
@@ -121,28 +116,18 @@ class ClaudeEngine:
         self.program = program
 
     async def launch(self, task: EngineTask) -> ClaudeSession:
-        env = engine_env(task)
-        program = shutil.which(self.program, path=env.get("PATH"))
-        if program is None:
-            raise PluginUnavailable(
-                f"the Claude Code program {self.program!r} is not on PATH; install "
-                "@anthropic-ai/claude-code (scripts/install-engines does it for the tests)"
-            )
         config_dir(task).mkdir(parents=True, exist_ok=True)
-        env[TREE_MARKER] = uuid.uuid4().hex
-        process = await asyncio.create_subprocess_exec(
-            *command_line(task, program),
+        program, *args = command_line(task, self.program)
+        process, tree = await spawn_engine(
+            program,
+            args,
             cwd=task.workspace,
-            env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            # Its own process group, so a stop reaches everything it started.
-            start_new_session=True,
-            limit=LINE_LIMIT,
+            env=engine_env(task),
+            install_hint="install @anthropic-ai/claude-code (scripts/install-engines does it "
+            "for the tests)",
         )
         log.info("started Claude Code (pid %d) in %s", process.pid, task.workspace)
-        session = ClaudeSession(process, ProcessTree(process.pid, (TREE_MARKER, env[TREE_MARKER])))
+        session = ClaudeSession(process, tree)
         await session.begin(task.prompt)
         return session
 

@@ -20,14 +20,13 @@ import importlib.metadata
 import itertools
 import json
 import logging
-import shutil
 import signal
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from shadowclone.errors import PluginUnavailable, Refused
-from shadowclone.plugin.processes import ProcessTree
+from shadowclone.errors import Refused
+from shadowclone.plugin.processes import ProcessTree, spawn_engine
 from shadowclone.plugin.types import EngineEvent, EngineTask, FinishedEvent, Outcome
 
 from shadowclone_codex.config import ASK_SERVER, engine_env, prepare_home
@@ -44,7 +43,6 @@ log = logging.getLogger(__name__)
 
 PROGRAM = "codex"
 
-TREE_MARKER = "SHADOWCLONE_ENGINE_TREE"
 """Set to a fresh value per session: every process the engine starts inherits it, so the
 session's processes can be found and ended even after they leave its process tree."""
 
@@ -70,8 +68,6 @@ PIPE_DRAIN_S = 5.0
 EXIT_POLL_S = 0.1
 OUTPUT_TAIL_LINES = 30
 OUTPUT_LINE_LENGTH = 500
-LINE_LIMIT = 64 * 1024 * 1024
-"""Notifications carry whole command outputs; asyncio's default 64 KiB is far too small."""
 
 OPTED_OUT_NOTIFICATIONS = (
     "item/agentMessage/delta",
@@ -106,29 +102,16 @@ class CodexEngine:
         self.program = program
 
     async def launch(self, task: EngineTask) -> CodexSession:
-        env = engine_env(task)
-        program = shutil.which(self.program, path=env.get("PATH"))
-        if program is None:
-            raise PluginUnavailable(
-                f"the Codex program {self.program!r} is not on PATH; install @openai/codex "
-                "(scripts/install-engines does it for the tests)"
-            )
         prepare_home(task)
-        env[TREE_MARKER] = uuid.uuid4().hex
-        process = await asyncio.create_subprocess_exec(
-            program,
-            "app-server",
+        process, tree = await spawn_engine(
+            self.program,
+            ["app-server"],
             cwd=task.workspace,
-            env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            # Its own process group, so a stop reaches everything it started.
-            start_new_session=True,
-            limit=LINE_LIMIT,
+            env=engine_env(task),
+            install_hint="install @openai/codex (scripts/install-engines does it for the tests)",
         )
         log.info("started codex app-server (pid %d) in %s", process.pid, task.workspace)
-        session = CodexSession(process, ProcessTree(process.pid, (TREE_MARKER, env[TREE_MARKER])))
+        session = CodexSession(process, tree)
         await session.begin(task)
         return session
 
