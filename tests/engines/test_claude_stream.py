@@ -116,7 +116,7 @@ def test_blank_text_and_thinking_blocks_are_not_text_events() -> None:
         ({"pattern": "TODO", "path": "src"}, "src"),
         ({"a": 1}, '{"a": 1}'),
         ({}, ""),
-        ("not a mapping", ""),
+        ("not a mapping", "not a mapping"),
         ({"command": "x" * 500}, "x" * 199 + "…"),
     ],
 )

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shadowclone.plugin.summary import arguments_detail
 from shadowclone.plugin.types import (
     EngineEvent,
     TextEvent,
@@ -23,7 +24,6 @@ from shadowclone_codex.notifications import (
     REFUSED_INPUT,
     NotificationNormalizer,
     answer_server_request,
-    arguments_detail,
     command_detail,
     describe,
     turn_error,

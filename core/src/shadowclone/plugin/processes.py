@@ -146,3 +146,14 @@ class ProcessTree:
                 "sent %s to %d processes in %d groups", signum.name, len(processes), len(groups)
             )
         return len(processes)
+
+    async def end(self, finished: asyncio.Future[None], grace_s: float, what: str) -> None:
+        """SIGTERM the tree, then SIGKILL it if `finished` is not done within `grace_s`; wait for
+        `finished` either way."""
+        self.signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(finished), grace_s)
+        except TimeoutError:
+            log.info("%s (pid %d) outlived SIGTERM; killing its tree", what, self.root_pid)
+            self.signal(signal.SIGKILL)
+            await finished

@@ -205,13 +205,7 @@ class ClaudeSession:
         if self._done.done():
             return
         self._stopping = True
-        self._tree.signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(asyncio.shield(self._done), STOP_GRACE_S)
-        except TimeoutError:
-            log.info("Claude Code (pid %d) outlived SIGTERM; killing its tree", self.pid)
-            self._tree.signal(signal.SIGKILL)
-            await self._done
+        await self._tree.end(self._done, STOP_GRACE_S, "Claude Code")
 
     # ---- writing
 

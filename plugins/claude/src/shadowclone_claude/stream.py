@@ -8,10 +8,10 @@ that ends each turn (an interrupted one has subtype `error_during_execution`, a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from shadowclone.plugin.summary import arguments_detail
 from shadowclone.plugin.types import (
     EngineEvent,
     TextEvent,
@@ -20,40 +20,11 @@ from shadowclone.plugin.types import (
     UsageEvent,
 )
 
-DETAIL_LENGTH = 200
-"""A tool use's detail is one line of at most this many characters."""
-
-DETAIL_KEYS = (
-    "command",
-    "file_path",
-    "notebook_path",
-    "path",
-    "pattern",
-    "url",
-    "query",
-    "question",
-    "description",
-    "prompt",
-)
-"""Input keys that best say what a tool call does, most telling first."""
-
 INTERRUPTED_REASONS = frozenset({"aborted_streaming", "aborted_tools"})
 
 
-def one_line(text: str, length: int = DETAIL_LENGTH) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= length else line[: length - 1] + "…"
-
-
-def tool_detail(tool_input: object) -> str:
-    """A one-line summary of a tool call's input: its command, path, query... or its JSON."""
-    if not isinstance(tool_input, Mapping):
-        return ""
-    for key in DETAIL_KEYS:
-        value = tool_input.get(key)
-        if isinstance(value, str) and value.strip():
-            return one_line(value)
-    return one_line(json.dumps(tool_input, ensure_ascii=False)) if tool_input else ""
+tool_detail = arguments_detail
+"""A one-line summary of a tool call's input (Claude sends it as a mapping)."""
 
 
 def is_interrupted(result: Mapping[str, Any]) -> bool:

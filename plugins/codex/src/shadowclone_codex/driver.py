@@ -207,13 +207,7 @@ class CodexSession:
                     {"threadId": self._thread_id, "turnId": self._turn_id},
                     timeout=INTERRUPT_WAIT_S,
                 )
-        self._tree.signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(asyncio.shield(self._done), STOP_GRACE_S)
-        except TimeoutError:
-            log.info("codex (pid %d) outlived SIGTERM; killing its tree", self.pid)
-            self._tree.signal(signal.SIGKILL)
-            await self._done
+        await self._tree.end(self._done, STOP_GRACE_S, "codex")
 
     # ---- opening the session
 

@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from shadowclone.plugin.summary import arguments_detail, one_line
 from shadowclone.plugin.types import (
     EngineEvent,
     TextEvent,
@@ -22,13 +23,8 @@ from shadowclone.plugin.types import (
     UsageEvent,
 )
 
-DETAIL_LENGTH = 200
-"""A tool use's detail is one line of at most this many characters."""
 DESCRIPTION_LENGTH = 300
 """A line of the output tail kept for a failure is at most this long."""
-
-DETAIL_KEYS = ("question", "command", "cmd", "path", "query", "url", "prompt")
-"""Argument keys that best say what an MCP or dynamic tool call does, most telling first."""
 
 QUIET_METHODS = frozenset(
     {
@@ -47,33 +43,12 @@ QUIET_METHODS = frozenset(
 METHOD_NOT_FOUND = -32601
 
 
-def one_line(text: str, length: int = DETAIL_LENGTH) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= length else line[: length - 1] + "…"
-
-
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
 def _int(value: object) -> int:
     return value if isinstance(value, int) else 0
-
-
-def arguments_detail(arguments: object) -> str:
-    """A one-line summary of a tool call's arguments: its question, command, path... or JSON."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return one_line(str(arguments))
-    if not isinstance(arguments, Mapping):
-        return ""
-    for key in DETAIL_KEYS:
-        value = arguments.get(key)
-        if isinstance(value, str) and value.strip():
-            return one_line(value)
-    return one_line(json.dumps(arguments, ensure_ascii=False)) if arguments else ""
 
 
 def command_detail(item: Mapping[str, Any]) -> str:
