@@ -15,6 +15,7 @@ import pytest
 from shadowclone.cli import main
 from shadowclone.config import HOME_VARIABLE, Paths, default_paths, init_config, set_value
 from shadowclone.node.local import LocalNode, local_node
+from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import SetupRecord
 from shadowclone.node.setups import write_setup
 
@@ -94,6 +95,14 @@ def run_shadowclone(*args: str, env: dict[str, str] | None = None) -> CliResult:
 
 ENGINES_BIN = Path(__file__).resolve().parents[1] / "tools" / "engines" / "node_modules" / ".bin"
 """Where `scripts/install-engines` puts the pinned `claude` and `codex`."""
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> RunFolder:
+    """An empty run folder, as the run program sees it inside a clone."""
+    path = tmp_path / "clone"
+    path.mkdir()
+    return RunFolder(path)
 
 
 @pytest.fixture

@@ -29,18 +29,6 @@ BOUND_S = 30.0
 """A generous bound that turns a hang into a failure; no test depends on speed."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> RunFolder:
-    path = tmp_path / "clone"
-    path.mkdir()
-    return RunFolder(path)
-
-
 @asynccontextmanager
 async def ask_server(
     folder: RunFolder, timeout_s: float, secrets_file: Path | None = None, cwd: Path | None = None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 
 import pytest
 from shadowclone.node import files, schemas
@@ -28,18 +27,6 @@ pytestmark = pytest.mark.anyio
 
 BOUND_S = 10.0
 """A generous bound that turns a hang into a failure; no test depends on speed."""
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> RunFolder:
-    path = tmp_path / "clone"
-    path.mkdir()
-    return RunFolder(path)
 
 
 @pytest.fixture

@@ -18,18 +18,6 @@ BOUND_S = 10.0
 """A generous bound that turns a hang into a failure; no test depends on speed."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> RunFolder:
-    path = tmp_path / "clone"
-    path.mkdir()
-    return RunFolder(path)
-
-
 def deliver(folder: RunFolder, line: InboxLine) -> None:
     """What serve does: append the inbox line to the deliveries file."""
     files.append_line(folder.deliveries_file, schemas.dumps(line))

@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ChosenBy, ProgressKind, Step
 from shadowclone.plugin.types import Outcome
 from shadowclone.run.progress import OpenQuestions, ProgressWriter
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> RunFolder:
-    path = tmp_path / "clone"
-    path.mkdir()
-    return RunFolder(path)
 
 
 def hide_secret(text: str) -> str:
