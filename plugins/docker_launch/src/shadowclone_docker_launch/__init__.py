@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shadowclone.errors import PluginUnavailable
 from shadowclone.plugin import Launcher, LauncherRegistration, hookimpl
 
 
 def _launcher() -> Launcher:
-    raise PluginUnavailable(
-        "the docker launcher is not available yet in this version of shadowclone-docker-launch; "
-        'use launcher = "fake" meanwhile'
-    )
+    from shadowclone.config import default_paths, load_config
+    from shadowclone.errors import ConfigError
+
+    from shadowclone_docker_launch.launcher import DockerLauncher
+
+    try:
+        config, paths = load_config()
+    except ConfigError:
+        return DockerLauncher(default_paths().clones_dir)  # check() then skips the image
+    return DockerLauncher(paths.clones_dir, config.image)
 
 
 @hookimpl

@@ -1,0 +1,474 @@
+"""The Docker launcher (R24): each clone runs in a container of the clone image.
+
+A clone's container is named `shadowclone-<clone id>` and labelled with the clone id and the
+clones folder it belongs to (its scope), so a launcher made after a restart of serve finds it
+again, and two shadowclone homes on one machine never touch each other's clones.
+
+What a clone sees: its run folder, mounted read-write at /clone/run, and the owner's secrets
+file, mounted read-only at /clone/secrets.toml (never copied by the host, never a variable).
+It runs as a non-root user with no capabilities, under Docker's init, with the CPU and memory
+limits of the spec, and in-memory /tmp and home. No Docker socket is ever mounted.
+
+Whose files: a clone runs as the owner's uid:gid, so the run folder and the 0600 secrets file
+are its own and nothing on the host changes owner or mode, and what it writes stays the
+owner's. Only when the owner is root (serve run as root, as in CI) does the container start as
+root, with no capability but CHOWN, SETUID and SETGID, for the image's entry point to hand the
+run folder to the image's `clone` user and to read the secrets file into an in-memory tmpfs
+before it drops to that user for good (see image/clone-entry).
+
+Network: an open clone is on Docker's default bridge and reaches servers on the host at
+host.docker.internal. A network-off clone (`NetworkMode.MODEL_ONLY`, R30) has no network but
+loopback; its one way out is an egress proxy container (`proxy.py`, run from the clone image)
+on the default bridge, which forwards only to the spec's model host. The proxy listens on a
+Unix socket in a volume the two share, and a relay in the clone (image/clone-entry) listens on
+127.0.0.1:3128, where HTTPS_PROXY and HTTP_PROXY point the clone's programs. (An internal
+Docker network is not enough: from one, a container still reaches every address of the host.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+from docker.models.volumes import Volume
+from docker.types import Mount
+from shadowclone.errors import PluginUnavailable, Refused
+from shadowclone.plugin import CloneState, CloneStatus, LaunchSpec, NetworkMode
+
+from shadowclone_docker_launch import proxy
+
+log = logging.getLogger(__name__)
+
+LABEL_CLONE = "shadowclone.clone"
+LABEL_SCOPE = "shadowclone.clones-folder"
+LABEL_PROXY_OF = "shadowclone.proxy-of"
+LABEL_EGRESS_OF = "shadowclone.egress-of"
+
+RUN_FOLDER = "/clone/run"
+SECRETS_FILE = "/clone/secrets.toml"
+HOME = "/home/clone"
+PRIVATE = "/run/clone"
+"""The in-memory folder where the image's entry point puts the secrets when started as root."""
+CLONE_UID = 1000
+"""The image's `clone` user (image/Dockerfile's CLONE_UID)."""
+EGRESS_FOLDER = "/egress"
+"""Where the proxy's socket volume is mounted, in the proxy and in the clone (the image makes
+the folder, owned by `clone`, so a new volume starts out writable by the proxy)."""
+EGRESS_SOCKET = f"{EGRESS_FOLDER}/proxy.sock"
+RELAY_URL = "http://127.0.0.1:3128"
+"""Where the clone's relay listens (image/clone-entry)."""
+HOST_GATEWAY = {"host.docker.internal": "host-gateway"}
+
+TAIL_LINES = 40
+DOCKER_TIMEOUT_S = 60
+PROXY_READY_S = 15.0
+STOP_CHECK_S = 10.0
+
+CommandFor = Callable[[LaunchSpec], Sequence[str] | None]
+"""What a clone runs instead of the image's command (tests play scripts); None: the image's."""
+
+_RUNNING_STATES = {"running", "restarting", "paused"}
+_EXITED_STATES = {"exited", "dead"}
+
+
+def container_name(clone_id: str) -> str:
+    return f"shadowclone-{clone_id}"
+
+
+def proxy_name(clone_id: str) -> str:
+    return f"shadowclone-{clone_id}-proxy"
+
+
+def volume_name(clone_id: str) -> str:
+    return f"shadowclone-{clone_id}-egress"
+
+
+def _check_id(clone_id: str) -> None:
+    if not clone_id or not all(c.isalnum() or c in "-_." for c in clone_id):
+        raise Refused(f"{clone_id!r} is not a clone id")
+
+
+class DockerLauncher:
+    """A `Launcher` that runs each clone in a container of the clone image."""
+
+    def __init__(
+        self,
+        clones_dir: Path,
+        image: str | None = None,
+        *,
+        client: docker.DockerClient | None = None,
+        owner: tuple[int, int] | None = None,
+        command_for: CommandFor | None = None,
+    ) -> None:
+        """`clones_dir` is the clones folder serve works on (the launcher's scope); `image`
+        the config's image, which `check` looks for; `owner` the uid and gid whose files the
+        clones use (default: this process's)."""
+        self.clones_dir = clones_dir.absolute()
+        self.scope = str(self.clones_dir)
+        self.image = image
+        self.owner = owner if owner is not None else (os.getuid(), os.getgid())
+        self.command_for = command_for
+        self._client = client
+
+    # ------------------------------------------------------------------ the protocol
+
+    def check(self) -> None:
+        client = self.client
+        try:
+            client.ping()
+        except docker.errors.DockerException as error:
+            raise _unreachable(error) from None
+        if self.image is not None:
+            self._check_image(self.image)
+
+    def launch(self, spec: LaunchSpec) -> None:
+        _check_id(spec.clone_id)
+        existing = self._container(container_name(spec.clone_id))
+        if existing is not None:
+            if _state(existing) != "created":
+                raise Refused(f"clone {spec.clone_id} already has a container ({_state(existing)})")
+            self._remove_all(spec.clone_id)  # left by a launch that died before its start
+        self._check_image(spec.image)
+        environment = {
+            **spec.env,
+            "SHADOWCLONE_RUN_FOLDER": RUN_FOLDER,
+            "SHADOWCLONE_SECRETS_FILE": SECRETS_FILE,
+            "SHADOWCLONE_CLONE_ID": spec.clone_id,
+        }
+        options: dict[str, Any] = {}
+        mounts = self._mounts(spec)
+        if spec.network is NetworkMode.MODEL_ONLY:
+            self._start_proxy(spec)
+            options["network_mode"] = "none"
+            mounts.append(
+                Mount(EGRESS_FOLDER, volume_name(spec.clone_id), type="volume", read_only=True)
+            )
+            environment["SHADOWCLONE_EGRESS_SOCKET"] = EGRESS_SOCKET
+            for variable in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
+                environment[variable] = environment[variable.lower()] = RELAY_URL
+            environment["NO_PROXY"] = environment["no_proxy"] = "localhost,127.0.0.1,::1"
+        else:
+            options["extra_hosts"] = HOST_GATEWAY
+        command = self.command_for(spec) if self.command_for is not None else None
+        try:
+            container = self.client.containers.create(
+                spec.image,
+                command=list(command) if command is not None else None,
+                name=container_name(spec.clone_id),
+                labels={**spec.labels, LABEL_CLONE: spec.clone_id, LABEL_SCOPE: self.scope},
+                environment=environment,
+                mounts=mounts,
+                init=True,
+                nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
+                mem_limit=spec.memory,
+                security_opt=["no-new-privileges:true"],
+                hostname="clone",
+                **self._identity(),
+                **options,
+            )
+        except docker.errors.APIError as error:
+            if error.status_code == 409:  # another launcher made it just now: leave it be
+                raise Refused(f"clone {spec.clone_id} already has a container") from None
+            self._remove_all(spec.clone_id)
+            raise PluginUnavailable(
+                f"Docker could not create clone {spec.clone_id}: {_explain(error)}"
+            ) from None
+        try:
+            container.start()
+        except docker.errors.APIError as error:
+            self._remove_all(spec.clone_id)
+            raise PluginUnavailable(
+                f"Docker could not start clone {spec.clone_id}: {_explain(error)}"
+            ) from None
+        log.info("clone %s runs in container %s", spec.clone_id, container.short_id)
+
+    def status(self, clone_id: str) -> CloneStatus:
+        _check_id(clone_id)
+        container = self._container(container_name(clone_id))
+        return self._status(clone_id, container)
+
+    def stop(self, clone_id: str, grace_s: float = 10.0) -> None:
+        _check_id(clone_id)
+        container = self._container(container_name(clone_id))
+        if container is not None and _state(container) in _RUNNING_STATES:
+            # Docker sends the stop signal to the init, which hands it on, and kills the
+            # container when the grace time is over.
+            timeout = max(0, math.ceil(grace_s))
+            with contextlib.suppress(docker.errors.NotFound):
+                container.stop(timeout=timeout)
+            self._wait_not_running(container, clone_id)
+        helper = self._container(proxy_name(clone_id))
+        if helper is not None and _state(helper) in _RUNNING_STATES:
+            with contextlib.suppress(docker.errors.NotFound):
+                helper.stop(timeout=0)
+
+    def remove(self, clone_id: str) -> None:
+        _check_id(clone_id)
+        self._remove_all(clone_id)
+
+    def running(self) -> Sequence[CloneStatus]:
+        found = []
+        for container in self._labelled(LABEL_CLONE):
+            clone_id = container.labels.get(LABEL_CLONE, "")
+            status = self._status(clone_id, container)
+            if status.state is not CloneState.MISSING:
+                found.append(status)
+        return sorted(found, key=lambda status: status.clone_id)
+
+    # ------------------------------------------------------------------ beyond the protocol
+
+    def reap_strays(self) -> list[str]:
+        """Remove what crashes left in this launcher's scope: containers of clones whose run
+        folder is gone, containers created but never started, and egress proxies and their
+        volumes whose clone container is gone. serve calls it at start, after taking up its
+        clones; returns one line per thing removed."""
+        removed: list[str] = []
+        alive = set()
+        for container in self._labelled(LABEL_CLONE):
+            clone_id = container.labels.get(LABEL_CLONE, "")
+            gone = not (self.clones_dir / clone_id).is_dir()
+            if not gone and _state(container) != "created":
+                alive.add(clone_id)
+                continue
+            why = "its run folder is gone" if gone else "it was never started"
+            self._remove_all(clone_id)
+            removed.append(f"container {container.name} ({why})")
+            log.warning("removed container %s: %s", container.name, why)
+        for helper in self._labelled(LABEL_PROXY_OF):
+            if helper.labels.get(LABEL_PROXY_OF, "") not in alive:
+                with contextlib.suppress(docker.errors.NotFound):
+                    helper.remove(force=True)
+                    removed.append(f"container {helper.name} (its clone is gone)")
+        for volume in self._volumes():
+            if (volume.attrs.get("Labels") or {}).get(LABEL_EGRESS_OF, "") not in alive:
+                with contextlib.suppress(docker.errors.NotFound):
+                    volume.remove(force=True)
+                    removed.append(f"volume {volume.name} (its clone is gone)")
+        return removed
+
+    def traces(self, clone_id: str) -> list[str]:
+        """Everything Docker still holds of one clone: containers and volumes."""
+        left = []
+        for name in (container_name(clone_id), proxy_name(clone_id)):
+            container = self._container(name)
+            if container is not None:
+                left.append(f"container {name} ({_state(container)})")
+        if self._volume(volume_name(clone_id)) is not None:
+            left.append(f"volume {volume_name(clone_id)}")
+        return left
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            try:
+                self._client = docker.from_env(timeout=DOCKER_TIMEOUT_S)
+            except docker.errors.DockerException as error:
+                raise _unreachable(error) from None
+        return self._client
+
+    # ------------------------------------------------------------------ helpers
+
+    def _identity(self) -> dict[str, Any]:
+        """Who the clone runs as, and the in-memory folders that user owns."""
+        uid, gid = self.owner
+        common: dict[str, Any] = {"cap_drop": ["ALL"]}
+        if uid != 0:
+            return {
+                **common,
+                "user": f"{uid}:{gid}",
+                "tmpfs": {HOME: f"uid={uid},gid={gid},mode=0700,exec", "/tmp": "mode=1777,exec"},
+            }
+        return {
+            **common,
+            "user": "0:0",
+            "cap_add": ["CHOWN", "SETUID", "SETGID", "KILL"],
+            "tmpfs": {
+                HOME: f"uid={CLONE_UID},gid={CLONE_UID},mode=0700,exec",
+                "/tmp": "mode=1777,exec",
+                PRIVATE: "mode=0755,noexec",
+            },
+        }
+
+    def _mounts(self, spec: LaunchSpec) -> list[Mount]:
+        mounts = [Mount(RUN_FOLDER, str(spec.run_folder.absolute()), type="bind")]
+        if spec.secrets_file.exists():  # a missing file stays missing: the clone says so
+            mounts.append(
+                Mount(SECRETS_FILE, str(spec.secrets_file.absolute()), type="bind", read_only=True)
+            )
+        return mounts
+
+    def _start_proxy(self, spec: LaunchSpec) -> None:
+        """The egress proxy of a network-off clone, and the volume of its socket."""
+        if not spec.model_host:
+            raise Refused(
+                f"clone {spec.clone_id} is network-off and its spec names no model host to reach"
+            )
+        self._remove_all(spec.clone_id, keep_clone=True)  # leftovers of a launch that died
+        labels = {LABEL_SCOPE: self.scope}
+        try:
+            self.client.volumes.create(
+                volume_name(spec.clone_id), labels={**labels, LABEL_EGRESS_OF: spec.clone_id}
+            )
+            helper = self.client.containers.create(
+                spec.image,
+                entrypoint=["python3", "-c", Path(proxy.__file__).read_text(encoding="utf-8")],
+                command=["--allow", spec.model_host, "--socket", EGRESS_SOCKET],
+                name=proxy_name(spec.clone_id),
+                labels={**labels, LABEL_PROXY_OF: spec.clone_id},
+                mounts=[Mount(EGRESS_FOLDER, volume_name(spec.clone_id), type="volume")],
+                extra_hosts=HOST_GATEWAY,
+                init=True,
+                user=f"{CLONE_UID}:{CLONE_UID}",
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges:true"],
+                read_only=True,
+                mem_limit="256m",
+            )
+            helper.start()
+        except docker.errors.APIError as error:
+            self._remove_all(spec.clone_id, keep_clone=True)
+            raise PluginUnavailable(
+                f"Docker could not start the egress proxy of clone {spec.clone_id}: "
+                f"{_explain(error)}"
+            ) from None
+        self._wait_proxy(helper, spec.clone_id)
+
+    def _wait_proxy(self, helper: Container, clone_id: str) -> None:
+        deadline = time.monotonic() + PROXY_READY_S
+        while time.monotonic() < deadline:
+            logs = helper.logs().decode("utf-8", errors="replace")
+            if proxy.READY_LINE in logs:
+                return
+            helper.reload()
+            if _state(helper) not in _RUNNING_STATES:
+                break
+            time.sleep(0.05)
+        output = helper.logs(tail=TAIL_LINES).decode("utf-8", errors="replace").strip()
+        self._remove_all(clone_id, keep_clone=True)
+        raise PluginUnavailable(
+            f"the egress proxy of clone {clone_id} did not start: {output or 'no output'}"
+        )
+
+    def _check_image(self, image: str) -> None:
+        try:
+            self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            raise PluginUnavailable(
+                f"the clone image {image} is not on this machine: build it with "
+                f"`shadowclone image build`, or `docker pull {image}`"
+            ) from None
+        except docker.errors.DockerException as error:
+            raise _unreachable(error) from None
+
+    def _container(self, name: str) -> Container | None:
+        try:
+            container = self.client.containers.get(name)
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.DockerException as error:
+            raise _unreachable(error) from None
+        if container.labels.get(LABEL_SCOPE) != self.scope:
+            return None  # another shadowclone home's clone with the same id: not ours
+        return container
+
+    def _labelled(self, label: str) -> list[Container]:
+        try:
+            found: list[Container] = self.client.containers.list(
+                all=True, filters={"label": [label, f"{LABEL_SCOPE}={self.scope}"]}
+            )
+        except docker.errors.NotFound:
+            return []  # a container removed while it was being listed
+        except docker.errors.DockerException as error:
+            raise _unreachable(error) from None
+        return found
+
+    def _volumes(self) -> Iterator[Volume]:
+        found: list[Volume] = self.client.volumes.list(
+            filters={"label": [LABEL_EGRESS_OF, f"{LABEL_SCOPE}={self.scope}"]}
+        )
+        yield from found
+
+    def _volume(self, name: str) -> Volume | None:
+        try:
+            volume = self.client.volumes.get(name)
+        except docker.errors.NotFound:
+            return None
+        if (volume.attrs.get("Labels") or {}).get(LABEL_SCOPE) != self.scope:
+            return None
+        return volume
+
+    def _status(self, clone_id: str, container: Container | None) -> CloneStatus:
+        if container is None:
+            return CloneStatus(clone_id, CloneState.MISSING)
+        state = _state(container)
+        if state in _RUNNING_STATES:
+            return CloneStatus(clone_id, CloneState.RUNNING)
+        if state not in _EXITED_STATES:
+            return CloneStatus(clone_id, CloneState.MISSING)  # created, never started
+        info = container.attrs.get("State", {})
+        tail = _logs(container)
+        if info.get("OOMKilled"):
+            limit = container.attrs.get("HostConfig", {}).get("Memory") or 0
+            tail += f"\n(the clone ran out of memory: its limit is {limit // 2**20} MiB)"
+        return CloneStatus(clone_id, CloneState.EXITED, info.get("ExitCode"), tail.strip("\n"))
+
+    def _wait_not_running(self, container: Container, clone_id: str) -> None:
+        deadline = time.monotonic() + STOP_CHECK_S
+        while True:
+            try:
+                container.reload()
+            except docker.errors.NotFound:
+                return
+            if _state(container) not in _RUNNING_STATES:
+                return
+            if time.monotonic() > deadline:
+                raise PluginUnavailable(f"clone {clone_id} is still running after docker stop")
+            with contextlib.suppress(docker.errors.APIError):  # it may end meanwhile
+                container.kill()
+            time.sleep(0.1)
+
+    def _remove_all(self, clone_id: str, keep_clone: bool = False) -> None:
+        names = [proxy_name(clone_id)] if keep_clone else [container_name(clone_id)]
+        if not keep_clone:
+            names.append(proxy_name(clone_id))
+        for name in names:
+            container = self._container(name)
+            if container is not None:
+                with contextlib.suppress(docker.errors.NotFound):
+                    container.remove(force=True, v=True)
+        volume = self._volume(volume_name(clone_id))
+        if volume is not None:
+            with contextlib.suppress(docker.errors.NotFound):
+                volume.remove(force=True)
+
+
+def _state(container: Container) -> str:
+    return str(container.attrs.get("State", {}).get("Status", "unknown"))
+
+
+def _logs(container: Container) -> str:
+    try:
+        data: bytes = container.logs(stdout=True, stderr=True, tail=TAIL_LINES)
+    except docker.errors.NotFound:
+        return ""
+    return data.decode("utf-8", errors="replace")
+
+
+def _explain(error: docker.errors.APIError) -> str:
+    return str(error.explanation or error)
+
+
+def _unreachable(error: Exception) -> PluginUnavailable:
+    return PluginUnavailable(
+        f"cannot reach Docker ({error}); start Docker (Docker Desktop, or `sudo systemctl "
+        "start docker` on Linux) and make sure this user may use it"
+    )
