@@ -148,7 +148,7 @@ def prepare_context(
     build = [*uv, "build", "--project", str(source), "--all-packages", "--wheel"]
     _run([*build, "--out-dir", str(packages), "--quiet"], "uv build")
     export = [*uv, "export", "--project", str(source), "--frozen", "--no-dev"]
-    export += ["--no-emit-workspace", "--no-hashes", "--no-header", "--quiet"]
+    export += ["--no-emit-workspace", "--no-hashes", "--no-header", "--no-annotate", "--quiet"]
     for name in IMAGE_PACKAGES:
         export += ["--package", name]
     _run([*export, "--output-file", str(packages / "requirements.txt")], "uv export")

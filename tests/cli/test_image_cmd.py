@@ -1,0 +1,295 @@
+"""`shadowclone image build` without Docker: the pins it reads, the build context it prepares
+(real wheels from this checkout), the docker command it runs (a stand-in docker records it),
+and the release workflow that runs it on a tag."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from shadowclone.cli import image_cmd
+from shadowclone.cli.image_cmd import (
+    IMAGE_PACKAGES,
+    BuildPlan,
+    ImageBuildError,
+    engine_versions,
+    find_source,
+    prepare_context,
+)
+from shadowclone.config import Paths
+
+SOURCE = Path(__file__).resolve().parents[2]
+WORKFLOW = SOURCE / ".github" / "workflows" / "release.yml"
+PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
+
+
+def test_the_source_is_this_checkout() -> None:
+    assert find_source() == SOURCE
+    assert find_source(SOURCE / "core" / "src") == SOURCE
+
+
+def test_outside_a_checkout_it_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(ImageBuildError, match="pass --source"):
+        find_source(tmp_path)
+
+
+def test_the_engines_are_the_ones_install_engines_pins() -> None:
+    script = (SOURCE / "scripts" / "install-engines").read_text(encoding="utf-8")
+    pins = dict(re.findall(r'^(CLAUDE_VERSION|CODEX_VERSION)="([^"]+)"', script, re.MULTILINE))
+    assert engine_versions(SOURCE) == {
+        "CLAUDE_CODE_VERSION": pins["CLAUDE_VERSION"],
+        "CODEX_VERSION": pins["CODEX_VERSION"],
+    }
+
+
+def test_a_script_without_pins_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "install-engines").write_text("CLAUDE_VERSION=latest\n")
+    with pytest.raises(ImageBuildError, match="no pinned CLAUDE_VERSION"):
+        engine_versions(tmp_path)
+
+
+def test_the_context_holds_the_image_files_wheels_requirements_and_authorities(
+    tmp_path: Path,
+) -> None:
+    cert = tmp_path / "proxy-ca.crt"
+    cert.write_text(PEM, encoding="ascii")
+    context = tmp_path / "context"
+    context.mkdir()
+    packages = prepare_context(SOURCE, context, [cert])
+
+    assert (context / "Dockerfile").read_text() == (SOURCE / "image" / "Dockerfile").read_text()
+    assert os.access(context / "clone-entry", os.X_OK)
+    wheels = packages.split()
+    assert len(wheels) == len(IMAGE_PACKAGES)
+    for wheel, name in zip(wheels, IMAGE_PACKAGES, strict=True):
+        assert wheel.startswith(f"./{name.replace('-', '_')}-") and wheel.endswith(".whl")
+        assert (context / "packages" / wheel).is_file()
+    requirements = (context / "packages" / "requirements.txt").read_text()
+    assert re.search(r"^attrs==\S+", requirements, re.MULTILINE), "pinned from uv.lock"
+    assert "shadowclone" not in requirements, "the workspace's own come as wheels"
+    assert [p.read_text() for p in (context / "ca-certificates").iterdir()] == [PEM]
+
+
+def test_something_that_is_no_certificate_is_refused(tmp_path: Path) -> None:
+    cert = tmp_path / "not.crt"
+    cert.write_text("hello\n")
+    with pytest.raises(ImageBuildError, match="not a PEM certificate"):
+        prepare_context(SOURCE, tmp_path / "context", [cert])
+
+
+def test_the_docker_command() -> None:
+    plan = BuildPlan("img:1", "base:2", Path("/ctx"), {"A": "1", "B": "two words"})
+    assert plan.command() == [
+        "docker",
+        "build",
+        "--tag",
+        "img:1",
+        "--network",
+        "host",
+        "--build-arg",
+        "BASE_IMAGE=base:2",
+        "--build-arg",
+        "A=1",
+        "--build-arg",
+        "B=two words",
+        "/ctx",
+    ]
+    published = BuildPlan("img:1", "b", Path("/c"), {}, None, "linux/amd64,linux/arm64", True)
+    argv = published.command("/usr/bin/docker")
+    assert argv[:3] == ["/usr/bin/docker", "buildx", "build"]
+    assert "--network" not in argv
+    assert argv[argv.index("--platform") + 1] == "linux/amd64,linux/arm64"
+    assert "--push" in argv
+
+
+@pytest.fixture
+def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `docker` first on PATH that records its arguments and the context it was given."""
+    record = tmp_path / "docker-call.json"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "docker"
+    script.write_text(
+        "#!/usr/bin/env python3\n"
+        "import json, os, sys\n"
+        "context = sys.argv[-1]\n"
+        "files = sorted(os.path.relpath(os.path.join(d, f), context)\n"
+        "               for d, _, fs in os.walk(context) for f in fs)\n"
+        f"json.dump({{'argv': sys.argv[1:], 'files': files}}, open({str(record)!r}, 'w'))\n"
+        "sys.exit(int(os.environ.get('FAKE_DOCKER_EXIT', '0')))\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return record
+
+
+def test_image_build_runs_docker_build_on_the_prepared_context(
+    fake_docker: Path, home: Paths, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = image_cmd.main(["build", "--tag", "mine:dev", "--base", "shadowclone-base:bookworm"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "built mine:dev" in out
+    call = json.loads(fake_docker.read_text())
+    argv = call["argv"]
+    assert argv[:5] == ["build", "--tag", "mine:dev", "--network", "host"]
+    build_args = [argv[i + 1] for i, a in enumerate(argv) if a == "--build-arg"]
+    args = dict(a.split("=", 1) for a in build_args)
+    assert args["BASE_IMAGE"] == "shadowclone-base:bookworm"
+    for name, version in engine_versions(SOURCE).items():
+        assert args[name] == version
+    assert len(args["SHADOWCLONE_PACKAGES"].split()) == len(IMAGE_PACKAGES)
+    assert "Dockerfile" in call["files"] and "packages/requirements.txt" in call["files"]
+    assert not Path(argv[-1]).exists(), "the context is a temporary folder, removed after"
+
+
+def test_image_build_names_the_configs_image_by_default(
+    fake_docker: Path, home: Paths, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shadowclone.config import set_value
+
+    set_value(home, "image", '"registry.example/me/clone:7"')
+    assert image_cmd.main(["build"]) == 0
+    argv = json.loads(fake_docker.read_text())["argv"]
+    assert argv[argv.index("--tag") + 1] == "registry.example/me/clone:7"
+
+
+def test_a_failed_docker_build_is_one_line_and_exit_1(
+    fake_docker: Path,
+    home: Paths,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FAKE_DOCKER_EXIT", "3")
+    assert image_cmd.main(["build", "--tag", "x:1"]) == 1
+    _, err = capsys.readouterr()
+    assert err.strip().splitlines()[-1] == (
+        "shadowclone: docker build of x:1 failed (exit 3); see above"
+    )
+
+
+# --------------------------------------------------------------------------- release.yml
+
+
+def parse_block_yaml(text: str) -> Any:
+    """The block-style YAML subset workflows are written in: mappings, `- ` sequences, `|`
+    block scalars, plain and quoted scalars, flow lists of scalars. Any other construct, a
+    tab, an odd indentation or a duplicate key is an error naming the line."""
+    rows = text.splitlines()
+
+    def meaningful(i: int) -> int:
+        while i < len(rows) and (not rows[i].strip() or rows[i].lstrip().startswith("#")):
+            i += 1
+        return i
+
+    def indent_of(line: str) -> int:
+        if "\t" in line[: len(line) - len(line.lstrip())]:
+            raise ValueError(f"line {rows.index(line) + 1}: a tab in the indentation")
+        return len(line) - len(line.lstrip(" "))
+
+    def scalar(raw: str, number: int) -> Any:
+        raw = re.sub(r"\s+#.*$", "", raw).strip()
+        if raw.startswith("[") and raw.endswith("]"):
+            return [scalar(part, number) for part in raw[1:-1].split(",") if part.strip()]
+        if raw[:1] in "\"'":
+            if len(raw) < 2 or raw[-1] != raw[0]:
+                raise ValueError(f"line {number}: unterminated quoted scalar")
+            return raw[1:-1]
+        if raw[:1] in "{&*!|>%@`" or ": " in raw:
+            raise ValueError(f"line {number}: unsupported scalar {raw!r}")
+        return raw
+
+    def node(i: int, indent: int) -> tuple[Any, int]:
+        i = meaningful(i)
+        if i >= len(rows) or indent_of(rows[i]) != indent:
+            raise ValueError(f"line {i + 1}: expected content indented by {indent}")
+        if rows[i].lstrip().startswith("- "):
+            items = []
+            while (i := meaningful(i)) < len(rows) and indent_of(rows[i]) == indent:
+                if not rows[i].lstrip().startswith("- "):
+                    raise ValueError(f"line {i + 1}: a mapping key among sequence items")
+                rows[i] = " " * (indent + 2) + rows[i].lstrip()[2:]
+                if ":" in rows[i] and rows[i].lstrip()[:1] not in "\"'[":
+                    item, i = node(i, indent + 2)
+                else:
+                    item, i = scalar(rows[i], i + 1), i + 1
+                items.append(item)
+            return items, i
+        mapping: dict[str, Any] = {}
+        while (i := meaningful(i)) < len(rows) and indent_of(rows[i]) == indent:
+            key, sep, rest = rows[i].strip().partition(":")
+            if not sep or (rest and not rest.startswith(" ")):
+                raise ValueError(f"line {i + 1}: expected `key: value`: {rows[i].strip()!r}")
+            key = key.strip("\"'")
+            if key in mapping:
+                raise ValueError(f"line {i + 1}: duplicate key {key!r}")
+            rest = rest.strip()
+            if rest in ("|", "|-"):
+                block, i = [], i + 1
+                while i < len(rows) and (not rows[i].strip() or indent_of(rows[i]) > indent):
+                    block.append(rows[i])
+                    i += 1
+                if not any(line.strip() for line in block):
+                    raise ValueError(f"line {i}: empty block scalar")
+                mapping[key] = "\n".join(block)
+            elif rest and not rest.startswith("#"):
+                mapping[key], i = scalar(rest, i + 1), i + 1
+            else:
+                child = meaningful(i + 1)
+                if child >= len(rows) or indent_of(rows[child]) <= indent:
+                    raise ValueError(f"line {i + 1}: key {key!r} has no value")
+                if (indent_of(rows[child]) - indent) % 2:
+                    raise ValueError(f"line {child + 1}: odd indentation")
+                mapping[key], i = node(child, indent_of(rows[child]))
+        return mapping, i
+
+    value, end = node(0, 0)
+    if meaningful(end) != len(rows):
+        raise ValueError(f"line {meaningful(end) + 1}: unexpected indentation")
+    return value
+
+
+def test_the_subset_parser_finds_mistakes() -> None:
+    assert parse_block_yaml("a:\n  b: [x, 'y']\n  c:\n    - d: 1\n      e: |\n        z\n") == {
+        "a": {"b": ["x", "y"], "c": [{"d": "1", "e": "        z"}]}
+    }
+    for broken in ("a:\n\tb: 1\n", "a: 1\na: 2\n", "a:\n   b: 1\n", "a:\n", "a: 'x\n", "a\n"):
+        with pytest.raises(ValueError, match="line"):
+            parse_block_yaml(broken)
+
+
+def test_the_release_workflow_builds_and_pushes_the_image_on_a_tag() -> None:
+    text = WORKFLOW.read_text(encoding="utf-8")
+    workflow = parse_block_yaml(text)
+    assert workflow["on"] == {"push": {"tags": ["v*"]}}
+    assert workflow["permissions"]["packages"] == "write"
+    steps = workflow["jobs"]["image"]["steps"]
+    assert all(set(step) <= {"name", "uses", "with", "run"} for step in steps)
+    for step in steps:
+        assert ("uses" in step) != ("run" in step), step
+        if "uses" in step:
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", step["uses"]), step["uses"]
+    assert text.count("${{") == text.count("}}")
+    login = next(s for s in steps if s.get("uses", "").startswith("docker/login-action"))
+    assert login["with"]["registry"] == "ghcr.io"
+
+    build = next(s["run"] for s in steps if "image build" in s.get("run", ""))
+    command = build.replace("\\\n", " ").split("uv run shadowclone image build", 1)[1]
+    options = re.findall(r"(--[a-z-]+)", command)
+    known = {opt for param in image_cmd.build.params for opt in getattr(param, "opts", [])}
+    assert set(options) <= known, f"options the command does not have: {set(options) - known}"
+    assert {"--tag", "--push", "--platform"} <= set(options)
+
+    if importlib.util.find_spec("yaml") is not None:  # the full YAML parser, where installed
+        import yaml  # type: ignore[import-untyped]
+
+        loaded = yaml.safe_load(text)
+        names = [step.get("name") for step in loaded["jobs"]["image"]["steps"]]
+        assert names == [step.get("name") for step in steps]

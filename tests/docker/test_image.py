@@ -1,0 +1,50 @@
+"""The clone image scripts/build-image built from image/Dockerfile (R33): a non-root user, the
+engines at the pinned versions, this checkout's shadowclone, and the run program as the entry
+point's command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import docker
+from shadowclone import __version__
+from shadowclone.cli.image_cmd import engine_versions
+
+SOURCE = Path(__file__).resolve().parents[2]
+
+
+def run(client: docker.DockerClient, image: str, *command: str) -> str:
+    output: bytes = client.containers.run(image, list(command), remove=True)
+    return output.decode().strip()
+
+
+def test_the_image_runs_the_run_program_as_a_non_root_user(
+    client: docker.DockerClient, image: str
+) -> None:
+    config = client.images.get(image).attrs["Config"]
+    assert config["User"] == "clone"
+    assert config["Entrypoint"] == ["/usr/local/bin/clone-entry"]
+    assert config["Cmd"] == ["shadowclone-run"]
+    assert run(client, image, "id", "-u") == "1000"
+    assert run(client, image, "sh", "-c", "command -v shadowclone-run") == (
+        "/opt/shadowclone/bin/shadowclone-run"
+    )
+
+
+def test_the_image_has_the_pinned_engines_git_and_this_shadowclone(
+    client: docker.DockerClient, image: str
+) -> None:
+    pins = engine_versions(SOURCE)
+    assert pins["CLAUDE_CODE_VERSION"] in run(client, image, "claude", "--version")
+    assert pins["CODEX_VERSION"] in run(client, image, "codex", "--version")
+    assert run(client, image, "git", "--version").startswith("git version 2.")
+    found = run(client, image, "python", "-c", "import shadowclone; print(shadowclone.__version__)")
+    assert found == __version__
+    plugins = run(
+        client,
+        image,
+        "python",
+        "-c",
+        "import shadowclone_claude, shadowclone_codex, shadowclone_fake_launch; print('ok')",
+    )
+    assert plugins == "ok"
