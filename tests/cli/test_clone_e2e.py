@@ -138,6 +138,7 @@ def test_a_strangers_pull_request_is_reviewed_and_its_code_never_run(
     owner.serving([Say("Reviewed: the idea is fine.")])
     clone_id = owner.start(f"you/app#{number}")
     done = owner.wait(clone_id, State.DONE)
+    assert done.handoffs == 2  # fetch, review with the network off, post with it on
     assert not marker.exists()
     assert done.report is not None and "review only" in done.report
     assert (

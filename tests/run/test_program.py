@@ -29,6 +29,8 @@ class World:
     github: FakeGitHub
     token: str
     stranger_token: str
+    phases: list[str] = attrs.field(factory=list)
+    """The networks of the phases launched after the first."""
 
     def secrets(self) -> Path:
         path = self.tmp / "secrets.toml"
@@ -56,6 +58,12 @@ class World:
 
     def run(self, folder: RunFolder) -> tuple[int, list[ProgressLine]]:
         code = asyncio.run(run_clone(folder, self.secrets()))
+        for _ in range(3):  # launch the next phase, as serve does when a clone hands on
+            if not folder.handoff_file.exists():
+                break
+            self.phases.append(folder.handoff().network.value)  # type: ignore[union-attr]
+            code = asyncio.run(run_clone(folder, self.secrets()))
+        assert not folder.handoff_file.exists()
         lines, problems, _ = folder.progress()
         assert not problems
         return code, lines
@@ -86,6 +94,7 @@ class TestRunProgram:
             code, lines = world.run(world.folder(number, server))
         final = lines[-1]
         assert (code, final.outcome) == (0, Outcome.DONE)
+        assert world.phases == []  # the owner's own work runs in one launch
         [pull] = gh.pull_requests("owner/app")
         assert final.pr_url == f"{gh.url}/owner/app/pull/{pull.number}"
         assert pull.pull is not None and pull.pull.head_ref == "shadowclone/1-add-a-greeting"
@@ -132,6 +141,7 @@ class TestRunProgram:
             [request] = [r for r in server.requests if r.api == "anthropic"][:1]
         assert (code, lines[-1].outcome) == (0, Outcome.DONE)
         assert not marker.exists(), "the toolchain ran a stranger's code"
+        assert world.phases == ["model-only", "open"]  # the engine ran with the network off
         assert any("toolchain: passed: skipped" in line.text for line in lines)
         assert "WebFetch" not in request.tool_names() and "WebSearch" not in request.tool_names()
         assert "Looks fine, but add tests." in gh.comments("owner/app", number)[-1].body

@@ -110,6 +110,13 @@ def scripts(home: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     remove_all(FakeLauncher(default_state_dir()))
 
 
+@pytest.fixture
+def ready(home: Paths, scripts: Scripts) -> Scripts:
+    """Scripts, with acme/app set up."""
+    set_up(home)
+    return scripts
+
+
 def remove_all(launcher: FakeLauncher) -> None:
     for status in launcher.running():
         launcher.remove(status.clone_id)

@@ -43,12 +43,6 @@ HANG = Script(play=Play.HANG)
 ECHO = Script(play=Play.ECHO)
 
 
-@pytest.fixture
-def ready(home: Paths, scripts: Scripts) -> Scripts:
-    set_up(home)
-    return scripts
-
-
 def with_parallel(node: LocalNode, parallel: int) -> LocalNode:
     return LocalNode(attrs.evolve(node.config, parallel_clones=parallel), node.paths)
 

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import secrets
+from urllib.parse import urlparse
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
@@ -129,7 +130,7 @@ class LocalNode:
                 f"engine {engine_name!r}: no [providers.{engine_name}] table in "
                 f"{self.paths.config_file}"
             )
-        self.registry.engine(engine_name)
+        registration = self.registry.engine(engine_name)
         login = self.registry.secret_provider(provider.login)
         if login.engine not in (None, engine_name):
             raise BadInput(
@@ -141,7 +142,9 @@ class LocalNode:
         lock = filelock.FileLock(self.paths.start_lock, timeout=START_LOCK_TIMEOUT_S)
         try:
             with lock:
-                return self._admit(target, engine_name, provider.login, login, instructions)
+                api = provider.base_url or registration.default_base_url
+                model_host = urlparse(api).netloc if api else None
+                return self._admit(target, engine_name, login, instructions, model_host)
         except filelock.Timeout:
             raise Refused(
                 f"{self.paths.start_lock}: another start has held the lock for over "
@@ -152,9 +155,9 @@ class LocalNode:
         self,
         target: Target,
         engine: str,
-        login_name: str,
         login: SecretProviderRegistration,
         instructions: str,
+        model_host: str | None,
     ) -> CloneView:
         repo = target.repo_full_name
         try:
@@ -169,7 +172,7 @@ class LocalNode:
                 f"is now at version {self.config.version}; run `shadowclone setup {repo}` again"
             )
         if login.private_repos_only and setup.visibility != "private":
-            raise Refused(f"the {login_name} login never works on {setup.visibility} {repo}")
+            raise Refused(f"the {login.name} login never works on {setup.visibility} {repo}")
 
         at = self.clock()
         started_today = self._count_since(at - DAY)
@@ -189,7 +192,7 @@ class LocalNode:
             id=folder.id,
             target=target,
             engine=engine,
-            login=login_name,
+            login=login.name,
             launcher=self.config.launcher,
             image=setup.image or self.config.image,
             github_url=self.config.github.url,
@@ -198,6 +201,7 @@ class LocalNode:
             base_url=self.config.providers[engine].base_url,
             model=self.config.providers[engine].model,
             one_at_a_time=login.one_at_a_time,
+            model_host=model_host,
             instructions=instructions,
             ask_timeout_s=self.config.limits.ask_timeout_s,
             stall_timeout_s=self.config.limits.stall_timeout_s,

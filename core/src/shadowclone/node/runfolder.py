@@ -15,7 +15,14 @@ import attrs
 
 from shadowclone.errors import MalformedFile
 from shadowclone.node import files, schemas
-from shadowclone.node.schemas import InboxLine, ProgressLine, Record, Request, StopMarker
+from shadowclone.node.schemas import (
+    Handoff,
+    InboxLine,
+    ProgressLine,
+    Record,
+    Request,
+    StopMarker,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -85,6 +92,15 @@ class RunFolder:
         return self.path / "deliveries.jsonl"
 
     @property
+    def handoff_file(self) -> Path:
+        return self.path / "handoff.json"
+
+    @property
+    def carry_file(self) -> Path:
+        """What a clone carries from one phase of its work to the next (written inside it)."""
+        return self.path / "carry.json"
+
+    @property
     def stop_file(self) -> Path:
         return self.path / "stop.json"
 
@@ -113,6 +129,15 @@ class RunFolder:
 
     def inbox(self, start: int = 0) -> tuple[list[InboxLine], list[str], int]:
         return read_json_lines(self.inbox_file, InboxLine, start)
+
+    def handoff(self) -> Handoff | None:
+        try:
+            return schemas.read(self.handoff_file, Handoff)
+        except FileNotFoundError:
+            return None
+
+    def write_handoff(self, handoff: Handoff) -> None:
+        schemas.write(self.handoff_file, handoff)
 
     def write_request(self, request: Request) -> None:
         schemas.write(self.request_file, request)

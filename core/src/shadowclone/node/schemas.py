@@ -19,7 +19,7 @@ from cattrs.errors import BaseValidationError
 from shadowclone.errors import MalformedFile
 from shadowclone.node.files import write_atomic
 from shadowclone.node.target import Target
-from shadowclone.plugin.types import Outcome
+from shadowclone.plugin.types import NetworkMode, Outcome
 
 SCHEMA_VERSION = 1
 
@@ -149,6 +149,8 @@ class Request:
     model: str | None = None
     one_at_a_time: bool = False
     """The login allows one clone at a time (a ChatGPT plan): serve runs these one by one."""
+    model_host: str | None = None
+    """host[:port] of the model provider's API: all a network-off review may reach (R30)."""
     instructions: str = ""
     """Extra words from the owner for the engine, beside the issue itself."""
     ask_timeout_s: float = 30 * 60
@@ -181,6 +183,8 @@ class Record:
     reason: str = ""
     """Why serve ended the clone as it did, where the final line does not say (no final line, a
     failed launch, a clone the launcher lost, a stall)."""
+    handoffs: int = 0
+    """How many times the clone asked to be launched again for its next phase."""
     v: int = SCHEMA_VERSION
 
 
@@ -197,6 +201,26 @@ class InboxLine:
     kind: InboxKind
     text: str
     question_id: str | None = None
+    at: datetime = attrs.field(factory=now)
+    v: int = SCHEMA_VERSION
+
+
+class Resume(enum.StrEnum):
+    """Where the next launch of a clone picks up its work."""
+
+    ENGINE = "engine"
+    SAVE = "save"
+
+
+@attrs.frozen
+class Handoff:
+    """Written by a clone that ends one phase of its work and needs the next one launched on
+    another network (R30): a review of code the owner did not write fetches with the network
+    on, reviews with nothing but the model's API, and posts its review with the network on.
+    The next launch deletes it when it starts."""
+
+    network: NetworkMode
+    resume: Resume
     at: datetime = attrs.field(factory=now)
     v: int = SCHEMA_VERSION
 

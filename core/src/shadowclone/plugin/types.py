@@ -164,6 +164,9 @@ class EngineRegistration:
     base_url_env: str | None = None
     """The variable through which the engine takes a provider's API base URL (a gateway, or a
     fake model server in tests): the run program sets it from `[providers.NAME] base_url`."""
+    default_base_url: str | None = None
+    """The provider's API when the config names none; its host is all a network-off review
+    may reach (R30)."""
 
 
 # --------------------------------------------------------------------------- launchers

@@ -23,16 +23,25 @@ import attrs
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
+    Handoff,
     InboxKind,
     ProgressKind,
     ProgressLine,
     Request,
+    Resume,
     RunMode,
     Step,
 )
 from shadowclone.plugin.manager import Registry, load_registry
-from shadowclone.plugin.types import EngineLimits, EngineTask, Outcome, ReviewContext
+from shadowclone.plugin.types import (
+    EngineLimits,
+    EngineTask,
+    NetworkMode,
+    Outcome,
+    ReviewContext,
+)
 from shadowclone.run.ask import ask_command
+from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
 from shadowclone.run.drive import EngineResult, supervise_engine
 from shadowclone.run.github import GithubClient
 from shadowclone.run.inbox import delivered, set_on_stop
@@ -55,13 +64,6 @@ CONSULT_TIMEOUT_S = 20 * 60.0
 
 class Stopped(Exception):
     """The owner stopped the clone before its engine started."""
-
-
-@attrs.frozen
-class ReviewLine:
-    stage: str
-    passed: bool
-    summary: str
 
 
 class CloneRun:
@@ -101,19 +103,66 @@ class CloneRun:
                 self.client.close()
 
     async def _steps(self) -> int:
+        handoff = self._take_handoff()
+        if handoff is None:
+            return await self._first_phase()
+        carry = read_carry(self.folder)
+        self.plan = carry.plan
+        self.workspace = Workspace(self.workspace_path, self.secrets.github_token, carry.base_ref)
+        if handoff.resume is Resume.ENGINE:
+            self.progress.note(Step.ENGINE, "launched again with no network but the model's API")
+            result, reviews = await self._work()
+            write_carry(self.folder, attrs.evolve(carry, result=result, reviews=tuple(reviews)))
+            self.folder.write_handoff(Handoff(NetworkMode.OPEN, Resume.SAVE))
+            self.progress.note(Step.REVIEW, "the review is done; it is posted with the network on")
+            return 0
+        self.progress.note(Step.SAVE, "launched again with the network on, to post the review")
+        self.client = GithubClient(self.secrets.github_token, api_url=self.request.github_api_url)
+        result = carry.result or EngineResult(Outcome.FAILED, "the review phase left no result")
+        return await self._finish(result, list(carry.reviews))
+
+    def _take_handoff(self) -> Handoff | None:
+        """The phase this launch is for, if an earlier launch handed its work on."""
+        handoff = self.folder.handoff()
+        if handoff is not None:
+            self.folder.handoff_file.unlink()
+        return handoff
+
+    async def _first_phase(self) -> int:
         result = EngineResult(Outcome.FAILED, "the engine never started")
         reviews: list[ReviewLine] = []
         try:
             await self._target()
             await self._workspace()
-            result = await self._engine(self.request_prompt())
-            if result.outcome is Outcome.DONE:
-                reviews = await self._review()
         except Stopped:
             result = EngineResult(Outcome.STOPPED, "stopped before the engine started")
         except ShadowcloneError as error:
             self.progress.error(self._step_now(), str(error))
-            result = EngineResult(Outcome.FAILED, str(error), result.last_text)
+            result = EngineResult(Outcome.FAILED, str(error))
+        else:
+            assert self.plan is not None and self.workspace is not None
+            if self.plan.mode is Mode.REVIEW:
+                # Fetched with no engine running; the engine works with the network off (R30).
+                write_carry(self.folder, Carry(self.plan, self.workspace.base_ref))
+                self.folder.write_handoff(Handoff(NetworkMode.MODEL_ONLY, Resume.ENGINE))
+                self.progress.note(
+                    Step.WORKSPACE,
+                    "fetched; the review runs next with no network but the model's API",
+                )
+                return 0
+            result, reviews = await self._work()
+        return await self._finish(result, reviews)
+
+    async def _work(self) -> tuple[EngineResult, list[ReviewLine]]:
+        try:
+            result = await self._engine(self.request_prompt())
+            reviews = await self._review() if result.outcome is Outcome.DONE else []
+        except ShadowcloneError as error:
+            self.progress.error(Step.ENGINE, str(error))
+            return EngineResult(Outcome.FAILED, str(error)), []
+        return result, reviews
+
+    async def _finish(self, result: EngineResult, reviews: list[ReviewLine]) -> int:
         saved: Saved | None = None
         if self.workspace is not None and self.plan is not None:
             try:

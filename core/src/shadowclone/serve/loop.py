@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 WATCHED_NAMES = frozenset({"request.json", "progress.jsonl", "inbox.jsonl", "stop.json"})
 """The run-folder files others write; serve's own writes (record, deliveries) wake nothing."""
 
+MAX_HANDOFFS = 4
+"""A clone is launched again for its next phase at most this often (a review takes two)."""
+
 LABEL_CLONE = "shadowclone.clone"
 LABEL_TARGET = "shadowclone.target"
 
@@ -402,16 +405,18 @@ class Server:
         self.read_progress(clone)
         self.deliver(clone)
 
-    def spec(self, clone: Clone) -> LaunchSpec:
+    def spec(self, clone: Clone, network: NetworkMode = NetworkMode.OPEN) -> LaunchSpec:
         request = clone.request
-        model_host = urlparse(request.base_url).netloc if request.base_url else None
+        model_host = request.model_host
+        if model_host is None and request.base_url:
+            model_host = urlparse(request.base_url).netloc or None
         return LaunchSpec(
             clone_id=clone.id,
             run_folder=clone.folder.path,
             secrets_file=self.paths.secrets_file,
             image=request.image,
-            network=NetworkMode.OPEN,
-            model_host=model_host or None,
+            network=network,
+            model_host=model_host,
             labels={LABEL_CLONE: clone.id, LABEL_TARGET: request.target.key},
             cpus=self.config.limits.cpus,
             memory=self.config.limits.memory,
@@ -420,8 +425,11 @@ class Server:
     # ------------------------------------------------------------------ endings
 
     def finish(self, clone: Clone, status: CloneStatus) -> None:
-        """The launcher says the clone exited: record how (R20), then let it go."""
+        """The launcher says the clone exited: record how (R20), then let it go; or, if it
+        handed its work on to a next phase, launch that."""
         self.read_progress(clone)
+        if clone.final_at is None and self.hand_on(clone, status):
+            return
         stop_requested = clone.folder.stop_marker() is not None
         record = records.ended(clone.record, status, stop_requested, self.clock())
         self.write(clone, record)
@@ -433,6 +441,34 @@ class Server:
             f": {record.reason}" if record.reason else "",
         )
         self._forget(clone)
+
+    def hand_on(self, clone: Clone, status: CloneStatus) -> bool:
+        """Launch the next phase a clone asked for in its handoff file (R30); False if there is
+        none to launch. The new phase deletes the file when it starts, so a serve that crashed
+        in between finds it again and launches the phase then."""
+        try:
+            handoff = clone.folder.handoff()
+        except MalformedFile as error:
+            log.error("clone %s: %s", clone.id, error)
+            return False
+        if handoff is None or status.exit_code != 0:
+            return False
+        if clone.record.handoffs >= MAX_HANDOFFS:
+            log.error("clone %s asked for more than %d phases", clone.id, MAX_HANDOFFS)
+            return False
+        log.info(
+            "clone %s goes on to %s with the network %s", clone.id, handoff.resume, handoff.network
+        )
+        try:
+            self.launcher.remove(clone.id)
+            self.launcher.launch(self.spec(clone, handoff.network))
+        except Exception as error:  # noqa: BLE001 - any launcher failure fails this clone only
+            reason = f"launch of its {handoff.resume} phase failed: {error}"
+            self.write(clone, records.failed(clone.record, reason, self.clock()))
+            self._forget(clone)
+            return True
+        self.write(clone, attrs.evolve(clone.record, handoffs=clone.record.handoffs + 1))
+        return True
 
     def vanished(self, clone: Clone) -> None:
         log.error("clone %s was running and its launcher no longer knows it", clone.id)

@@ -24,4 +24,5 @@ def shadowclone_engines() -> Iterator[EngineRegistration]:
         factory=_make_engine,
         logins=("claude-api-key", "claude-subscription"),
         base_url_env="ANTHROPIC_BASE_URL",
+        default_base_url="https://api.anthropic.com",
     )

@@ -24,4 +24,5 @@ def shadowclone_engines() -> Iterator[EngineRegistration]:
         factory=_make_engine,
         logins=("openai-api-key", "chatgpt-plan"),
         base_url_env="OPENAI_BASE_URL",
+        default_base_url="https://api.openai.com/v1",
     )

@@ -21,14 +21,16 @@ from shadowclone.node import files
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     Answer,
+    Handoff,
     InboxKind,
     InboxLine,
     ProgressKind,
     ProgressLine,
     Question,
+    Resume,
     Step,
 )
-from shadowclone.plugin.types import Outcome
+from shadowclone.plugin.types import NetworkMode, Outcome
 from watchfiles import Change, watch
 
 from shadowclone_fake_launch.scripts import Play, Script, parse_script_json
@@ -55,6 +57,7 @@ class Player:
             Play.ASK: self.ask,
             Play.ECHO: self.echo,
             Play.PROBE: self.probe,
+            Play.PHASES: self.phases,
         }
         return plays[self.script.play]()
 
@@ -63,6 +66,22 @@ class Player:
     def finish(self) -> int:
         self.steps()
         self.final(Outcome.DONE, self.script.report)
+        return 0
+
+    def phases(self) -> int:
+        """Run in three launches, as a review does; each launch notes the network it was
+        promised by the handoff it takes."""
+        handoff = self.folder.handoff()
+        if handoff is not None:
+            self.folder.handoff_file.unlink()
+        self.note(f"phase on network {handoff.network if handoff else 'open'}")
+        if handoff is None:
+            self.folder.write_handoff(Handoff(NetworkMode.MODEL_ONLY, Resume.ENGINE))
+            return 0
+        if handoff.resume is Resume.ENGINE:
+            self.folder.write_handoff(Handoff(NetworkMode.OPEN, Resume.SAVE))
+            return 0
+        self.final(Outcome.DONE, "three phases")
         return 0
 
     def no_final(self) -> int:

@@ -39,6 +39,9 @@ class Play(enum.StrEnum):
     when stopped."""
     PROBE = "probe"
     """Report what the clone sees (its environment, the secrets file) in its final report."""
+    PHASES = "phases"
+    """Hand the work on twice, as a review does (model-only, then open), then finish `done`
+    reporting the networks each phase was launched on."""
 
 
 @attrs.frozen

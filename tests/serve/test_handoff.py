@@ -1,0 +1,73 @@
+"""R30 through serve: a clone that hands its work on to a next phase is launched again on the
+network that phase asks for, also when serve was down at the moment the phase ended."""
+
+from __future__ import annotations
+
+import time
+
+from shadowclone.config import Paths
+from shadowclone.node.local import LocalNode
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import ProgressKind, Record, State
+from shadowclone.plugin import CloneState, LaunchSpec, NetworkMode
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
+from shadowclone_fake_launch.scripts import Play, Script
+
+from tests.serve.conftest import Scripts, serving, wait_state, wait_until
+
+PHASES = Script(play=Play.PHASES)
+
+
+class NetworkLog(FakeLauncher):
+    """The fake launcher, remembering the network each launch was given."""
+
+    def __init__(self) -> None:
+        super().__init__(default_state_dir())
+        self.networks: list[NetworkMode] = []
+
+    def launch(self, spec: LaunchSpec) -> None:
+        self.networks.append(spec.network)
+        super().launch(spec)
+
+
+def notes(paths: Paths, clone_id: str) -> list[str]:
+    lines, _, _ = RunFolder(paths.clones_dir / clone_id).progress()
+    return [line.text for line in lines if line.kind is ProgressKind.NOTE]
+
+
+def test_each_phase_is_launched_on_the_network_it_asks_for(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.set("acme/app#1", PHASES)
+    clone = node.start("acme/app#1")
+    launcher = NetworkLog()
+    with serving(node, launcher=launcher):
+        record = wait_state(home, clone.id, State.DONE)
+    assert launcher.networks == [NetworkMode.OPEN, NetworkMode.MODEL_ONLY, NetworkMode.OPEN]
+    assert record.handoffs == 2 and record.report == "three phases"
+    assert notes(home, clone.id) == [
+        "phase on network open",
+        "phase on network model-only",
+        "phase on network open",
+    ]
+    assert not RunFolder(home.clones_dir / clone.id).handoff_file.exists()
+
+
+def test_a_phase_that_ended_while_serve_was_down_goes_on_when_serve_is_back(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    ready.set("acme/app#1", PHASES)
+    clone = node.start("acme/app#1")
+    folder = RunFolder(home.clones_dir / clone.id)
+    # What a serve did before it crashed: launch the clone and record it running.
+    folder.write_record(Record(id=clone.id, state=State.RUNNING))
+    first = FakeLauncher(default_state_dir())
+    first.launch(LaunchSpec(clone.id, folder.path, home.secrets_file, "unused"))
+    wait_until(lambda: first.status(clone.id).state is CloneState.EXITED, "the first phase")
+    assert folder.handoff_file.exists()
+    time.sleep(0.1)
+    launcher = NetworkLog()
+    with serving(node, launcher=launcher):
+        record = wait_state(home, clone.id, State.DONE)
+    assert launcher.networks == [NetworkMode.MODEL_ONLY, NetworkMode.OPEN]
+    assert record.handoffs == 2
