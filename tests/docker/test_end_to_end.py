@@ -1,0 +1,306 @@
+"""Whole clones in Docker: `start` on an issue in the fake GitHub, `serve` with the Docker
+launcher, and the real Claude Code or Codex inside the clone image against the scripted fake
+model server. The fakes listen on the host's address on Docker's bridge only."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import docker
+import docker.errors
+import pytest
+from shadowclone.config import HOME_VARIABLE, Paths, default_paths, init_config, set_value
+from shadowclone.fakes.github import FakeGitHub
+from shadowclone.fakes.models import FakeModelServer, Hang, ModelRequest, Reply, Shell, Text
+from shadowclone.node.local import LocalNode, local_node
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import Record, State
+from shadowclone.plugin import Outcome
+from shadowclone.serve.loop import ServeSettings
+from shadowclone_docker_launch.launcher import DockerLauncher, container_name
+
+from tests.conftest import set_up
+from tests.serve.conftest import ServeProcess, serving
+
+WAIT_S = 240.0
+"""Bound on a whole clone in a container: the engine starts, works and the work is saved."""
+SETTINGS = ServeSettings(stop_grace_s=20.0, kill_grace_s=10.0, status_poll_s=0.3, rescan_s=1.0)
+ANTHROPIC_KEY = "sk-ant-api03-e2e0docker0key0abcdefghijklmnopqrstuvwxyz"
+OPENAI_KEY = "sk-proj-e2e0docker0key0abcdefghijklmnopqrstuvwxyz0123"
+MESSAGE = "Please also add a line saying hi to docker."
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while not (value := check()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.2)
+    return value
+
+
+@attrs.define
+class World:
+    paths: Paths
+    github: FakeGitHub
+    model: FakeModelServer
+    client: docker.DockerClient
+    token: str
+    host: str
+    """The host's address on Docker's bridge, where the fakes listen."""
+
+    @property
+    def node(self) -> LocalNode:
+        return local_node(self.paths)
+
+    @property
+    def launcher(self) -> DockerLauncher:
+        return DockerLauncher(self.paths.clones_dir, client=self.client)
+
+    def use(self, engine: str) -> None:
+        set_value(self.paths, "engine", f'"{engine}"')
+        base_url = self.model.url_for(self.host)
+        set_value(
+            self.paths,
+            f"providers.{engine}.base_url",
+            f'"{base_url}/v1"' if engine == "codex" else f'"{base_url}"',
+        )
+        if engine == "codex":
+            # As the engine tests: Codex's default model turns on tools (a JavaScript `exec`
+            # around the others) that the fake model server does not speak.
+            set_value(self.paths, "providers.codex.model", '"shadowclone-fake-model"')
+        login = "openai-api-key" if engine == "codex" else "claude-api-key"
+        set_up(self.paths, "owner/app", engine=engine, login=login)
+
+    def issue(self, title: str) -> int:
+        number: int = self.github.create_issue("owner/app", author="owner", title=title)
+        return number
+
+    def record(self, clone_id: str) -> Record | None:
+        return RunFolder(self.paths.clones_dir / clone_id).record()
+
+    def ended(self, clone_id: str) -> Record:
+        def done() -> Record | None:
+            record = self.record(clone_id)
+            return record if record is not None and not record.state.active else None
+
+        found: Record = wait_for(done, f"clone {clone_id} to end")
+        return found
+
+    def working(self, clone_id: str, count: int) -> None:
+        """Until the model has had `count` requests; a clone that ends first fails the test."""
+
+        def reached() -> bool:
+            record = self.record(clone_id)
+            if record is not None and not record.state.active:
+                pytest.fail(f"clone {clone_id} ended early: {record}\n{self.steps(clone_id)}")
+            return len(self.model.model_requests()) >= count
+
+        wait_for(reached, f"{count} model requests")
+
+    def container(self, clone_id: str) -> Any:
+        try:
+            return self.client.containers.get(container_name(clone_id))
+        except docker.errors.NotFound:
+            return None
+
+    def gone(self, clone_id: str) -> None:
+        wait_for(lambda: self.launcher.traces(clone_id) == [], f"clone {clone_id}'s container")
+
+    def steps(self, clone_id: str) -> list[str]:
+        lines, _, _ = RunFolder(self.paths.clones_dir / clone_id).progress()
+        return [line.text for line in lines]
+
+
+@pytest.fixture
+def world(
+    client: docker.DockerClient,
+    image: str,
+    host_address: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[World]:
+    monkeypatch.setenv(HOME_VARIABLE, str(tmp_path / "home"))
+    paths = default_paths()
+    init_config(paths)
+    with (
+        FakeGitHub(tmp_path / "github", host=host_address) as github,
+        FakeModelServer([], host=host_address) as model,
+    ):
+        for key, value in (
+            ("launcher", '"docker"'),
+            ("image", f'"{image}"'),
+            ("daily_clones", "100"),
+            ("github.url", f'"{github.url}"'),
+            ("github.api_url", f'"{github.api_url}"'),
+            ("limits.cpus", "1.5"),
+            ("limits.memory", '"2g"'),
+        ):
+            set_value(paths, key, value)
+        token = github.add_user("owner", name="The Owner", email="owner@example.com")
+        github.create_repo("owner/app", files={"README.md": "# app\n"})
+        paths.secrets_file.write_text(
+            f'github_token = "{token}"\nanthropic_api_key = "{ANTHROPIC_KEY}"\n'
+            f'openai_api_key = "{OPENAI_KEY}"\n'
+        )
+        paths.secrets_file.chmod(0o600)
+        world = World(paths, github, model, client, token, host_address)
+        try:
+            yield world
+        finally:
+            launcher = world.launcher
+            for status in launcher.running():
+                launcher.remove(status.clone_id)
+
+
+def script(model: FakeModelServer, *replies: Reply, on_message: Reply | None = None) -> None:
+    """The model's replies in order; to the first request that carries MESSAGE, `on_message`
+    instead."""
+    model.add(*replies)
+    if on_message is None:
+        return
+    answered: list[ModelRequest] = []
+
+    def rule(request: ModelRequest) -> Reply | None:
+        if answered or not request.contains(MESSAGE):
+            return None
+        answered.append(request)
+        return on_message
+
+    model.rule = rule
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_a_clone_in_a_container_opens_a_pull_request_and_hears_a_message_mid_run(
+    world: World, engine: str
+) -> None:
+    world.use(engine)
+    number = world.issue("Add a greeting")
+    script(
+        world.model,
+        Shell("echo hello > GREETING.md"),
+        Text("word " * 400, chunk_delay_s=0.2),  # still streaming when the message comes
+        Text("Added GREETING.md with a line for docker."),
+        on_message=Shell("echo hi docker >> GREETING.md", text="Adding the line."),
+    )
+    with serving(world.node, SETTINGS):
+        clone_id = world.node.start(f"owner/app#{number}").id
+        world.working(clone_id, 2)  # the greeting is written and the model is writing
+        assert world.container(clone_id) is not None, "the clone runs in its container"
+        world.node.send(clone_id, MESSAGE)
+        record = world.ended(clone_id)
+        world.gone(clone_id)
+    assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), record
+    assert world.model.saw_text(MESSAGE), "the message reached the model"
+    [pull] = world.github.pull_requests("owner/app")
+    assert record.pr_url is not None and record.pr_url.endswith(f"/pull/{pull.number}")
+    assert pull.pull is not None
+    greeting = world.github.read_file("owner/app", pull.pull.head_ref, "GREETING.md")
+    assert greeting == "hello\nhi docker\n"
+    assert f"Closes #{number}" in pull.body
+
+
+def test_stop_ends_the_clone_and_its_container(world: World) -> None:
+    world.use("claude")
+    number = world.issue("Long work")
+    hang = Hang()
+    script(world.model, Shell("echo wip > WIP.md"), hang)
+    with serving(world.node, SETTINGS):
+        clone_id = world.node.start(f"owner/app#{number}").id
+        world.working(clone_id, 2)
+        world.node.stop(clone_id)
+        record = world.ended(clone_id)
+        hang.release()
+        world.gone(clone_id)
+    assert record.state is State.STOPPED, record
+    wip = world.github.read_file("owner/app", "shadowclone/1-long-work", "WIP.md")
+    assert wip == "wip\n", "it saved its work before it ended"
+
+
+def test_a_container_killed_from_outside_is_recorded_failed(world: World) -> None:
+    world.use("claude")
+    number = world.issue("Doomed")
+    hang = Hang()
+    script(world.model, hang)
+    with serving(world.node, SETTINGS):
+        clone_id = world.node.start(f"owner/app#{number}").id
+        world.working(clone_id, 1)
+        world.container(clone_id).kill()
+        record = world.ended(clone_id)
+        hang.release()
+        world.gone(clone_id)
+    assert (record.state, record.exit_code) == (State.FAILED, 137), record
+    assert "no final progress line" in record.reason
+
+
+def test_serve_killed_and_started_again_goes_on_with_the_running_container(
+    world: World,
+) -> None:
+    world.use("claude")
+    number = world.issue("Survive serve")
+    hang = Hang(then=Text("Still thinking."))
+    script(world.model, hang, on_message=Text("Heard you; done."))
+    serve = ServeProcess.start(world.paths, "--stop-grace", "20")
+    try:
+        serve.wait_serving()
+        clone_id = world.node.start(f"owner/app#{number}").id
+        world.working(clone_id, 1)
+        container = world.container(clone_id)
+        assert serve.end(signal.SIGKILL) == -signal.SIGKILL
+        container.reload()
+        assert container.status == "running", "the clone outlives serve"
+
+        serve = ServeProcess.start(world.paths, "--stop-grace", "20")
+        serve.wait_serving()
+        world.node.send(clone_id, MESSAGE)
+        record = world.ended(clone_id)
+        hang.release()
+        world.gone(clone_id)
+    finally:
+        serve.end()
+    assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), record
+    assert world.model.saw_text(MESSAGE), "the new serve delivered the message"
+    started = [text for text in world.steps(clone_id) if text.startswith("starting claude")]
+    assert len(started) == 1, "the clone was never launched again"
+
+
+def test_a_review_of_a_strangers_pull_request_runs_the_engine_with_the_network_off(
+    world: World,
+) -> None:
+    world.use("claude")
+    stranger = world.github.add_user("stranger", name="A Stranger")
+    assert stranger
+    world.github.grant("owner/app", "stranger", "read")
+    number = world.github.create_pull_request(
+        "owner/app",
+        author="stranger",
+        branch="helpful",
+        title="Helpful change",
+        files={"app.py": "print('hi')\n"},
+        fork=True,
+    )
+    networks: list[str] = []
+
+    def note_network(request: ModelRequest) -> Reply | None:
+        # Asked while the engine's request is open: where does the engine's container sit?
+        for container in world.client.containers.list(filters={"name": "shadowclone-"}):
+            if not (container.name or "").endswith("-proxy"):
+                networks.append(container.attrs["HostConfig"]["NetworkMode"])
+        return None
+
+    world.model.rule = note_network
+    world.model.add(Text("Looks fine, but it needs tests."))
+    with serving(world.node, SETTINGS):
+        clone_id = world.node.start(f"owner/app#{number}").id
+        record = world.ended(clone_id)
+        world.gone(clone_id)
+    assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), record
+    assert networks and set(networks) == {"none"}, "the engine ran with no network"
+    comments = world.github.comments("owner/app", number)
+    assert "Looks fine, but it needs tests." in comments[-1].body, "the review was posted"
+    assert record.handoffs == 2, "fetched, reviewed off the network, posted"
