@@ -1,0 +1,172 @@
+"""How long a clone in Docker takes from `start` to its engine's first model request, against a
+bare `docker run --rm` of the same image in the same run.
+
+Run (root, after scripts/start-docker and scripts/build-image):
+`python bench/docker_start.py [--runs 5] [--engine claude]`
+
+Each run starts a clone on a fresh issue of a fake GitHub, with `serve` (Docker launcher) in
+this process and the real engine in the clone image against the scripted fake model server,
+and times `start` -> the first request the model server receives; the model then answers
+"Done." and the clone finishes before the next run. Between runs, `docker run --rm IMAGE true`
+is timed the same number of times. The machines are noisy: the ratio of the medians is the
+figure to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+from shadowclone.config import HOME_VARIABLE, default_paths, init_config, load_config, set_value
+from shadowclone.config.schema import DEFAULT_IMAGE
+from shadowclone.fakes.github import FakeGitHub
+from shadowclone.fakes.models import FakeModelServer
+from shadowclone.node.local import LocalNode
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import SetupRecord
+from shadowclone.node.setups import write_setup
+from shadowclone.serve.loop import ServeSettings, serve_clones
+
+WAIT_S = 240.0
+LOGINS = {"claude": "claude-api-key", "codex": "openai-api-key"}
+
+
+def host_address(client: docker.DockerClient, image: str) -> str:
+    """Where host.docker.internal leads from a container: the fakes listen there."""
+    output: bytes = client.containers.run(
+        image,
+        entrypoint=["getent", "ahostsv4", "host.docker.internal"],
+        command=[],
+        extra_hosts={"host.docker.internal": "host-gateway"},
+        remove=True,
+    )
+    return output.decode().split()[0]
+
+
+def bare_run(image: str) -> float:
+    began = time.monotonic()
+    subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", "true", image],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.monotonic() - began
+
+
+def wait(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--engine", choices=sorted(LOGINS), default="claude")
+    parser.add_argument("--image", default=DEFAULT_IMAGE)
+    args = parser.parse_args(argv)
+    client = docker.from_env()
+    address = host_address(client, args.image)
+
+    with tempfile.TemporaryDirectory(prefix="bench-docker-") as temp:
+        root = Path(temp)
+        paths = default_paths({HOME_VARIABLE: str(root / "home")})
+        init_config(paths)
+        with (
+            FakeGitHub(root / "github", host=address) as github,
+            FakeModelServer([], final_text="Done.", host=address) as model,
+        ):
+            base_url = model.url_for(address) + ("/v1" if args.engine == "codex" else "")
+            for key, value in (
+                ("launcher", '"docker"'),
+                ("image", f'"{args.image}"'),
+                ("engine", f'"{args.engine}"'),
+                (f"providers.{args.engine}.base_url", f'"{base_url}"'),
+                ("providers.codex.model", '"shadowclone-fake-model"'),
+                ("github.url", f'"{github.url}"'),
+                ("github.api_url", f'"{github.api_url}"'),
+                ("daily_clones", "1000"),
+                ("parallel_clones", "1"),
+            ):
+                set_value(paths, key, value)
+            token = github.add_user("owner", name="The Owner", email="owner@example.com")
+            github.create_repo("owner/app", files={"README.md": "# app\n"})
+            paths.secrets_file.write_text(
+                f'github_token = "{token}"\nanthropic_api_key = "sk-ant-bench"\n'
+                'openai_api_key = "sk-bench"\n'
+            )
+            paths.secrets_file.chmod(0o600)
+            write_setup(
+                paths,
+                SetupRecord(
+                    repo="owner/app",
+                    config_version=1,
+                    engine=args.engine,
+                    login=LOGINS[args.engine],
+                ),
+            )
+            os.environ[HOME_VARIABLE] = str(root / "home")  # the Docker launcher's config
+            config, resolved = load_config(paths)
+            node = LocalNode(config, resolved)
+            stop, ready = threading.Event(), threading.Event()
+            settings = ServeSettings(status_poll_s=0.2, rescan_s=1.0)
+            serve = threading.Thread(
+                target=serve_clones,
+                args=(config, resolved),
+                kwargs={"stop_event": stop, "ready": ready, "settings": settings},
+                daemon=True,
+            )
+            serve.start()
+            ready.wait(WAIT_S)
+
+            clone_times: list[float] = []
+            bare_times: list[float] = []
+            try:
+                bare_run(args.image)  # warm the image's layers into the page cache
+                for run in range(args.runs):
+                    bare_times.append(bare_run(args.image))
+                    number = github.create_issue("owner/app", author="owner", title=f"Run {run}")
+                    seen = len(model.model_requests())
+                    began = time.monotonic()
+                    clone_id = node.start(f"owner/app#{number}").id
+                    model.wait_for_requests(seen + 1, timeout=WAIT_S)
+                    clone_times.append(time.monotonic() - began)
+                    folder = RunFolder(paths.clones_dir / clone_id)
+
+                    def ended(folder: RunFolder = folder) -> bool:
+                        record = folder.record()
+                        return record is not None and not record.state.active
+
+                    wait(ended, f"clone {clone_id} to end")
+            finally:
+                stop.set()
+                serve.join(WAIT_S)
+
+    clone = statistics.median(clone_times)
+    bare = statistics.median(bare_times)
+    print(f"engine {args.engine}, image {args.image}, {args.runs} runs")
+    print(
+        "start -> first model request: median "
+        f"{clone:.2f} s  ({', '.join(f'{t:.2f}' for t in clone_times)})"
+    )
+    print(
+        f"docker run --rm IMAGE true:    median {bare:.2f} s  "
+        f"({', '.join(f'{t:.2f}' for t in bare_times)})"
+    )
+    print(f"ratio: {clone / bare:.1f}x a bare docker run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
