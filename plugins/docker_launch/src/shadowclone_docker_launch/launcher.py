@@ -12,9 +12,11 @@ limits of the spec, and in-memory /tmp and home. No Docker socket is ever mounte
 Whose files: a clone runs as the owner's uid:gid, so the run folder and the 0600 secrets file
 are its own and nothing on the host changes owner or mode, and what it writes stays the
 owner's. Only when the owner is root (serve run as root, as in CI) does the container start as
-root, with no capability but CHOWN, SETUID and SETGID, for the image's entry point to hand the
-run folder to the image's `clone` user and to read the secrets file into an in-memory tmpfs
-before it drops to that user for good (see image/clone-entry).
+root, with no capability but CHOWN, SETUID, SETGID and KILL, for the image's entry point to
+hand the run folder to the image's `clone` user and to read the secrets file into an in-memory
+tmpfs before it drops to that user for good (see image/clone-entry); Docker's init stays root
+and needs KILL to hand the stop signal to the clone. A non-root process cannot read root's
+0600 file any other way: Docker gives a non-root user no capabilities.
 
 Network: an open clone is on Docker's default bridge and reaches servers on the host at
 host.docker.internal. A network-off clone (`NetworkMode.MODEL_ONLY`, R30) has no network but
