@@ -15,6 +15,7 @@ from shadowclone.cli import (
     clones,
     config_cmd,
     demo,
+    image_cmd,
     mcp_cmd,
     plugins_cmd,
     serve_cmd,
@@ -40,6 +41,7 @@ for command in (
     plugins_cmd.plugins,
     serve_cmd.serve,
     mcp_cmd.mcp,
+    image_cmd.image,
     service_cmd.service,
     demo.demo,
 ):

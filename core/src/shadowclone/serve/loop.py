@@ -561,4 +561,8 @@ def serve_clones(
             registry = registry or load_registry(config.plugins.disabled)
             launcher = registry.launcher(config.launcher).factory()
         launcher.check()
+        reap = getattr(launcher, "reap_strays", None)  # launchers that leave things behind
+        if callable(reap):
+            for stray in reap():
+                log.info("removed %s, left behind by an earlier serve", stray)
         Server(config, paths, launcher, settings or ServeSettings()).run(stop_event, ready)
