@@ -9,8 +9,10 @@ It exits 0 only if all of that really happened.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -21,6 +23,7 @@ import click
 
 from shadowclone.cli.app import App, format_progress, pass_app
 from shadowclone.config import Paths, default_paths, init_config, load_config, set_value
+from shadowclone.config.schema import DEFAULT_IMAGE
 from shadowclone.errors import ShadowcloneError
 from shadowclone.fakes.github import FakeGitHub
 from shadowclone.node.local import LocalNode
@@ -66,13 +69,15 @@ def _serving(paths: Paths) -> Iterator[threading.Thread]:
         thread.join(30)
 
 
-def _prepare(root: Path, github: FakeGitHub) -> tuple[Paths, int]:
+def _prepare(root: Path, github: FakeGitHub, launcher: str, image: str | None) -> tuple[Paths, int]:
     paths = default_paths({"SHADOWCLONE_HOME": str(root)})
     init_config(paths)
+    if image:
+        set_value(paths, "image", json.dumps(image))
     for key, value in (
         ("providers.scripted.login", '"no-login"'),
         ("engine", '"scripted"'),
-        ("launcher", '"fake"'),
+        ("launcher", json.dumps(launcher)),
         ("github.url", f'"{github.url}"'),
         ("github.api_url", f'"{github.api_url}"'),
     ):
@@ -94,23 +99,64 @@ def _prepare(root: Path, github: FakeGitHub) -> tuple[Paths, int]:
     return paths, number
 
 
+def _docker_host_address(image: str) -> str:
+    """Where a container reaches this machine (host.docker.internal), as a container sees it:
+    the fake GitHub listens there, so clones in Docker reach it and nothing else does."""
+    command = [
+        "docker",
+        "run",
+        "--rm",
+        "--add-host",
+        "host.docker.internal:host-gateway",
+        "--entrypoint",
+        "getent",
+        image,
+        "ahostsv4",
+        "host.docker.internal",
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise DemoFailed(f"cannot run the clone image {image}: {error}") from None
+    if done.returncode != 0 or not done.stdout.split():
+        detail = (done.stderr.strip().splitlines() or ["no address"])[-1]
+        raise DemoFailed(
+            f"cannot run the clone image {image} ({detail}); build it with "
+            "`shadowclone image build`"
+        )
+    return done.stdout.split()[0]
+
+
 @click.command()
 @click.option("--keep", is_flag=True, help="Keep the temporary home and print where it is.")
+@click.option(
+    "--launcher",
+    type=click.Choice(["fake", "docker"]),
+    default="fake",
+    show_default=True,
+    help="fake: the clone runs as a local process; docker: in a container of the clone image.",
+)
+@click.option("--image", help="With --launcher docker: the clone image (default: the config's).")
 @pass_app
-def demo(app: App, keep: bool) -> None:
-    """Run one whole clone against a local fake GitHub: no account, no Docker."""
+def demo(app: App, keep: bool, launcher: str, image: str | None) -> None:
+    """Run one whole clone against a local fake GitHub: no account, and no Docker unless
+    you ask for it."""
     out = app.out
     began = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="shadowclone-demo-"))
     previous_home = os.environ.get("SHADOWCLONE_HOME")
     os.environ["SHADOWCLONE_HOME"] = str(root)
     try:
-        with FakeGitHub(root / "github") as github:
-            paths, number = _prepare(root, github)
+        host = "127.0.0.1"
+        if launcher == "docker":
+            image = image or DEFAULT_IMAGE
+            host = _docker_host_address(image)
+        with FakeGitHub(root / "github", host=host) as github:
+            paths, number = _prepare(root, github, launcher, image)
             out.print(f"[bold]shadowclone demo[/]  home {root}")
             out.print(f"fake GitHub at {github.url}: {REPO} with issue #{number} {ISSUE_TITLE!r}")
             with _serving(paths):
-                out.print("serve is running (fake launcher, scripted engine)")
+                out.print(f"serve is running ({launcher} launcher, scripted engine)")
                 config, resolved = load_config(paths)
                 node = LocalNode(config, resolved)
                 view = node.start(f"{REPO}#{number}")
