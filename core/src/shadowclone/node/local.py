@@ -11,9 +11,9 @@ import contextlib
 import logging
 import os
 import secrets
-from urllib.parse import urlparse
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from urllib.parse import urlparse
 
 import attrs
 import filelock
