@@ -113,7 +113,7 @@ def test_blank_text_and_thinking_blocks_are_not_text_events() -> None:
     [
         ({"command": "git status\n  --short", "description": "status"}, "git status --short"),
         ({"file_path": "/w/a.py", "content": "x"}, "/w/a.py"),
-        ({"pattern": "TODO", "path": "src"}, "src"),
+        ({"pattern": "needle", "path": "src"}, "src"),
         ({"a": 1}, '{"a": 1}'),
         ({}, ""),
         ("not a mapping", "not a mapping"),

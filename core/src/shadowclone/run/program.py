@@ -16,6 +16,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import attrs
@@ -90,8 +91,8 @@ class CloneRun:
     async def run(self) -> int:
         watcher = asyncio.create_task(set_on_stop(self.folder, self.stop))
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
+        if threading.current_thread() is threading.main_thread():  # where signals arrive
+            for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, self.stop.set)
         try:
             return await self._steps()
