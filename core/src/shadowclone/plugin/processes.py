@@ -19,12 +19,13 @@ import os
 import shutil
 import signal
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
 import psutil
 
 from shadowclone.errors import PluginUnavailable
+from shadowclone.plugin.types import EngineEvent, FinishedEvent
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,24 @@ TREE_MARKER = "SHADOWCLONE_ENGINE_TREE"
 """The variable, with a value of its own per engine process, that its whole tree inherits."""
 LINE_LIMIT = 64 * 1024 * 1024
 """Engines write very long JSON lines (a whole file in one tool result)."""
+
+
+async def until_finished(events: asyncio.Queue[EngineEvent]) -> AsyncIterator[EngineEvent]:
+    """A session's queued events, in order, up to and including its `FinishedEvent`."""
+    while True:
+        event = await events.get()
+        yield event
+        if isinstance(event, FinishedEvent):
+            return
+
+
+async def read_stderr(stream: asyncio.StreamReader, keep: Callable[[str], None], name: str) -> None:
+    """Keep each line an engine writes to stderr (for a failure's detail), and log it."""
+    async for raw in stream:
+        text = raw.decode(errors="replace").rstrip("\n")
+        if text.strip():
+            keep(text)
+            log.debug("%s stderr: %s", name, text)
 
 
 async def spawn_engine(

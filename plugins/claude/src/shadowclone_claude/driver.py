@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from shadowclone.errors import Refused
-from shadowclone.plugin.processes import ProcessTree, spawn_engine
+from shadowclone.plugin.processes import ProcessTree, read_stderr, spawn_engine, until_finished
 from shadowclone.plugin.types import (
     EngineEvent,
     EngineTask,
@@ -170,12 +170,8 @@ class ClaudeSession:
 
     # ---- the EngineSession protocol
 
-    async def events(self) -> AsyncIterator[EngineEvent]:
-        while True:
-            event = await self._events.get()
-            yield event
-            if isinstance(event, FinishedEvent):
-                return
+    def events(self) -> AsyncIterator[EngineEvent]:
+        return until_finished(self._events)
 
     async def send(self, message: str) -> None:
         async with self._lock:
@@ -270,11 +266,7 @@ class ClaudeSession:
 
     async def _read_stderr(self) -> None:
         assert self._process.stderr is not None
-        async for raw in self._process.stderr:
-            text = raw.decode(errors="replace").rstrip("\n")
-            if text.strip():
-                self._keep(text)
-                log.debug("claude stderr: %s", text)
+        await read_stderr(self._process.stderr, self._keep, "claude")
 
     async def _on_line(self, line: dict[str, Any]) -> None:
         kind = line.get("type")

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from shadowclone.errors import Refused
-from shadowclone.plugin.processes import ProcessTree, spawn_engine
+from shadowclone.plugin.processes import ProcessTree, read_stderr, spawn_engine, until_finished
 from shadowclone.plugin.types import EngineEvent, EngineTask, FinishedEvent, Outcome
 
 from shadowclone_codex.config import ASK_SERVER, engine_env, prepare_home
@@ -168,12 +168,8 @@ class CodexSession:
 
     # ---- the EngineSession protocol
 
-    async def events(self) -> AsyncIterator[EngineEvent]:
-        while True:
-            event = await self._events.get()
-            yield event
-            if isinstance(event, FinishedEvent):
-                return
+    def events(self) -> AsyncIterator[EngineEvent]:
+        return until_finished(self._events)
 
     async def send(self, message: str) -> None:
         async with self._lock:
@@ -395,11 +391,7 @@ class CodexSession:
 
     async def _read_stderr(self) -> None:
         assert self._process.stderr is not None
-        async for raw in self._process.stderr:
-            text = raw.decode(errors="replace").rstrip("\n")
-            if text.strip():
-                self._keep(text)
-                log.debug("codex stderr: %s", text)
+        await read_stderr(self._process.stderr, self._keep, "codex")
 
     async def _answer(self, request_id: object, method: str, params: object) -> None:
         """Codex asks the driver something: answer by policy, refuse what it does not handle,
