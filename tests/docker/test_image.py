@@ -1,4 +1,5 @@
-"""The clone image scripts/build-image built from image/Dockerfile (R33): a non-root user, the
+"""The clone image scripts/build-image built from image/Dockerfile (R33): an entry point that
+drops root for the `clone` user, an `engine` user the run program starts the engine as, the
 engines at the pinned versions, this checkout's shadowclone, and the run program as the entry
 point's command."""
 
@@ -18,14 +19,21 @@ def run(client: docker.DockerClient, image: str, *command: str) -> str:
     return output.decode().strip()
 
 
-def test_the_image_runs_the_run_program_as_a_non_root_user(
+def test_the_image_runs_the_run_program_as_a_non_root_user_beside_an_engine_user(
     client: docker.DockerClient, image: str
 ) -> None:
     config = client.images.get(image).attrs["Config"]
-    assert config["User"] == "clone"
+    assert config["User"] == "root", "its entry point drops to `clone` itself"
     assert config["Entrypoint"] == ["/usr/local/bin/clone-entry"]
     assert config["Cmd"] == ["shadowclone-run"]
     assert run(client, image, "id", "-u") == "1000"
+    assert "SHADOWCLONE_ENGINE_USER=1001:1001" in config["Env"]
+    assert "SHADOWCLONE_SHARED_GROUP=1002" in config["Env"]
+    assert (
+        run(client, image, "id", "engine")
+        == "uid=1001(engine) gid=1001(engine) groups=1001(engine)"
+    )
+    assert run(client, image, "getent", "group", "1002") == "clone-shared:x:1002:"
     assert run(client, image, "sh", "-c", "command -v shadowclone-run") == (
         "/opt/shadowclone/bin/shadowclone-run"
     )

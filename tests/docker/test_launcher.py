@@ -1,6 +1,8 @@
 """The Docker launcher passes the launcher contract in real containers of the clone image, and
 keeps what it promises beyond it: read-only secrets that never show in the container's
-environment, a non-root clone with no capabilities, limits, and no Docker socket."""
+environment, a run program that is not root and keeps only the capabilities it needs to start
+the engine as another user (tests/docker/test_identities.py tries that user), limits, and no
+Docker socket."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from shadowclone.errors import PluginUnavailable
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.plugin import CloneState, CloneStatus, Launcher, LaunchSpec, NetworkMode
 from shadowclone_docker_launch.launcher import (
+    CAPABILITIES,
     LABEL_SCOPE,
     RUN_FOLDER,
     DockerLauncher,
@@ -86,7 +89,8 @@ def status(key):
         return next(line.split()[1] for line in f if line.startswith(key + ":"))
 secrets = os.environ["SHADOWCLONE_SECRETS_FILE"]
 print(json.dumps({
-    "uid": os.getuid(), "gid": os.getgid(), "caps": status("CapEff"),
+    "uid": os.getuid(), "gid": os.getgid(), "groups": sorted(os.getgroups()),
+    "caps": status("CapEff"), "ambient": status("CapAmb"),
     "no_new_privs": status("NoNewPrivs"),
     "secrets_path": secrets,
     "secrets": attempt(lambda: open(secrets).read()),
@@ -143,21 +147,30 @@ def test_the_secrets_never_reach_the_containers_configuration(
     assert not any("docker.sock" in m["Source"] for m in inspected["Mounts"])
     host = inspected["HostConfig"]
     assert host["Init"] is True
-    assert host["CapDrop"] == ["ALL"]
+    assert host["CapDrop"] == ["ALL"] and sorted(host["CapAdd"]) == sorted(CAPABILITIES)
+    assert inspected["Config"]["User"] == "0:0", "its entry point drops to the run program's user"
     assert host["NanoCpus"] == 1_500_000_000
     assert host["Memory"] == 512 * 2**20
     assert any(opt.startswith("no-new-privileges") for opt in host["SecurityOpt"])
     assert inspected["Config"]["Labels"]["shadowclone.clone"] == spec.clone_id
 
 
-def test_with_a_root_owner_the_clone_still_runs_as_the_clone_user_without_capabilities(
+RUN_PROGRAM_CAPS = (1 << 0) | (1 << 5) | (1 << 6) | (1 << 7)
+"""CHOWN, KILL, SETGID, SETUID: the run program's, to start and stop the engine as its user."""
+SHARED_GID = 1002
+"""image/Dockerfile's group of the run program and the engine."""
+
+
+def test_with_a_root_owner_the_run_program_is_the_clone_user_with_four_capabilities(
     docker_launcher: DockerLauncher, tmp_path: Path
 ) -> None:
     docker_launcher.owner = (0, 0)
     spec = spec_for(tmp_path, 1)
     _, seen = run_inside(docker_launcher, spec)
     assert (seen["uid"], seen["gid"]) == (1000, 1000)
-    assert int(seen["caps"], 16) == 0 and seen["no_new_privs"] == "1"
+    assert seen["groups"] == [1000, SHARED_GID]
+    assert int(seen["caps"], 16) == int(seen["ambient"], 16) == RUN_PROGRAM_CAPS
+    assert seen["no_new_privs"] == "1"
     assert seen["secrets_path"] == "/run/clone/secrets.toml", "its private in-memory copy"
     assert SECRET in seen["secrets"]
     assert seen["write_mount"].startswith("error: "), "root's file, and mounted read-only"
@@ -170,7 +183,7 @@ def test_with_a_root_owner_the_clone_still_runs_as_the_clone_user_without_capabi
     assert spec.secrets_file.read_text() == f'anthropic_api_key = "{SECRET}"\n'
 
 
-def test_with_an_ordinary_owner_the_clone_runs_as_the_owner_and_copies_nothing(
+def test_with_an_ordinary_owner_the_run_program_runs_as_the_owner_and_copies_nothing(
     docker_launcher: DockerLauncher, client: docker.DockerClient, tmp_path: Path
 ) -> None:
     uid = gid = 4321
@@ -180,7 +193,8 @@ def test_with_an_ordinary_owner_the_clone_runs_as_the_owner_and_copies_nothing(
         os.chown(path, uid, gid)  # the owner's files, as `start` and `config init` make them
     _, seen = run_inside(docker_launcher, spec)
     assert (seen["uid"], seen["gid"]) == (uid, gid)
-    assert int(seen["caps"], 16) == 0
+    assert seen["groups"] == [SHARED_GID, uid]
+    assert int(seen["caps"], 16) == RUN_PROGRAM_CAPS
     assert seen["secrets_path"] == "/clone/secrets.toml", "read where it is mounted"
     assert SECRET in seen["secrets"]
     assert seen["write_mount"] == "error: Read-only file system"
@@ -188,7 +202,8 @@ def test_with_an_ordinary_owner_the_clone_runs_as_the_owner_and_copies_nothing(
     written = spec.run_folder / "written-by-clone"
     assert (written.stat().st_uid, written.stat().st_gid) == (uid, gid), "the owner's file"
     inspected = client.api.inspect_container(container_name(spec.clone_id))
-    assert inspected["Config"]["User"] == f"{uid}:{gid}"
+    assert inspected["Config"]["User"] == "0:0"
+    assert f"SHADOWCLONE_OWNER={uid}:{gid}" in inspected["Config"]["Env"]
     assert "/run/clone" not in inspected["HostConfig"]["Tmpfs"]
 
 

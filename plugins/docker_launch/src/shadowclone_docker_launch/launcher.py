@@ -6,17 +6,21 @@ again, and two shadowclone homes on one machine never touch each other's clones.
 
 What a clone sees: its run folder, mounted read-write at /clone/run, and the owner's secrets
 file, mounted read-only at /clone/secrets.toml (never copied by the host, never a variable).
-It runs as a non-root user with no capabilities, under Docker's init, with the CPU and memory
-limits of the spec, and in-memory /tmp and home. No Docker socket is ever mounted.
+It runs under Docker's init, with the CPU and memory limits of the spec, no-new-privileges, and
+in-memory /tmp and home. No Docker socket is ever mounted.
 
-Whose files: a clone runs as the owner's uid:gid, so the run folder and the 0600 secrets file
-are its own and nothing on the host changes owner or mode, and what it writes stays the
-owner's. Only when the owner is root (serve run as root, as in CI) does the container start as
-root, with no capability but CHOWN, SETUID, SETGID and KILL, for the image's entry point to
-hand the run folder to the image's `clone` user and to read the secrets file into an in-memory
-tmpfs before it drops to that user for good (see image/clone-entry); Docker's init stays root
-and needs KILL to hand the stop signal to the clone. A non-root process cannot read root's
-0600 file any other way: Docker gives a non-root user no capabilities.
+Two users: the run program alone reads the secrets; the engine, which reads text strangers
+wrote, runs as the image's `engine` user, who can read neither the secrets nor the run
+program's memory, environment or descriptors, nor signal it. Switching users takes
+capabilities, so every container starts as root with none but CHOWN, SETUID, SETGID and KILL;
+the image's entry point (image/clone-entry) runs the run program as the owner's uid:gid, which
+it is told in SHADOWCLONE_OWNER, keeping those four as ambient capabilities, and the run program
+starts the engine with none. As the owner's uid:gid, the run folder and the 0600 secrets file
+are the run program's own, and what it writes stays the owner's. When the owner is root (serve
+run as root, as in CI) the run program is the image's `clone` user instead: the entry point
+hands it the run folder and copies the secrets to an in-memory tmpfs at /run/clone. An owner
+whose uid is the engine user's is refused: the image must be built with another. Docker's init
+stays root and needs KILL to hand the stop signal to the clone.
 
 Network: an open clone is on Docker's default bridge and reaches servers on the host at
 host.docker.internal. A network-off clone (`NetworkMode.MODEL_ONLY`, R30) has no network but
@@ -59,9 +63,16 @@ RUN_FOLDER = "/clone/run"
 SECRETS_FILE = "/clone/secrets.toml"
 HOME = "/home/clone"
 PRIVATE = "/run/clone"
-"""The in-memory folder where the image's entry point puts the secrets when started as root."""
+"""The in-memory folder where the image's entry point copies the secrets of a root owner."""
 CLONE_UID = 1000
-"""The image's `clone` user (image/Dockerfile's CLONE_UID)."""
+"""The image's `clone` user (image/Dockerfile's CLONE_UID): the run program's, for a root owner."""
+CAPABILITIES = ("CHOWN", "SETUID", "SETGID", "KILL")
+"""All a clone's container gets: what its run program needs to start the engine as another user
+and stop it (image/clone-entry). Docker's init uses KILL to hand on the stop signal."""
+OWNER_VARIABLE = "SHADOWCLONE_OWNER"
+"""The owner's `uid:gid`, for the image's entry point."""
+ENGINE_USER_VARIABLE = "SHADOWCLONE_ENGINE_USER"
+"""Where the image names its engine user's `uid:gid` (image/Dockerfile)."""
 EGRESS_FOLDER = "/egress"
 """Where the proxy's socket volume is mounted, in the proxy and in the clone (the image makes
 the folder, owned by `clone`, so a new volume starts out writable by the proxy)."""
@@ -145,6 +156,7 @@ class DockerLauncher:
             "SHADOWCLONE_RUN_FOLDER": RUN_FOLDER,
             "SHADOWCLONE_SECRETS_FILE": SECRETS_FILE,
             "SHADOWCLONE_CLONE_ID": spec.clone_id,
+            OWNER_VARIABLE: "{}:{}".format(*self.owner),
         }
         options: dict[str, Any] = {}
         mounts = self._mounts(spec)
@@ -280,25 +292,15 @@ class DockerLauncher:
     # ------------------------------------------------------------------ helpers
 
     def _identity(self) -> dict[str, Any]:
-        """Who the clone runs as, and the in-memory folders that user owns."""
+        """Root with the few capabilities the entry point hands on to the run program, and the
+        in-memory folders that program owns."""
         uid, gid = self.owner
-        common: dict[str, Any] = {"cap_drop": ["ALL"]}
-        if uid != 0:
-            return {
-                **common,
-                "user": f"{uid}:{gid}",
-                "tmpfs": {HOME: f"uid={uid},gid={gid},mode=0700,exec", "/tmp": "mode=1777,exec"},
-            }
-        return {
-            **common,
-            "user": "0:0",
-            "cap_add": ["CHOWN", "SETUID", "SETGID", "KILL"],
-            "tmpfs": {
-                HOME: f"uid={CLONE_UID},gid={CLONE_UID},mode=0700,exec",
-                "/tmp": "mode=1777,exec",
-                PRIVATE: "mode=0755,noexec",
-            },
-        }
+        tmpfs = {"/tmp": "mode=1777,exec"}
+        if uid == 0:
+            uid = gid = CLONE_UID
+            tmpfs[PRIVATE] = "mode=0700,noexec"  # root's until the entry point fills it
+        tmpfs[HOME] = f"uid={uid},gid={gid},mode=0700,exec"
+        return {"user": "0:0", "cap_drop": ["ALL"], "cap_add": list(CAPABILITIES), "tmpfs": tmpfs}
 
     def _mounts(self, spec: LaunchSpec) -> list[Mount]:
         mounts = [Mount(RUN_FOLDER, str(spec.run_folder.absolute()), type="bind")]
@@ -361,8 +363,9 @@ class DockerLauncher:
         )
 
     def _check_image(self, image: str) -> None:
+        """The image is here, has an engine user, and the owner is not that user."""
         try:
-            self.client.images.get(image)
+            found = self.client.images.get(image)
         except docker.errors.ImageNotFound:
             raise PluginUnavailable(
                 f"the clone image {image} is not on this machine: build it with "
@@ -370,6 +373,18 @@ class DockerLauncher:
             ) from None
         except docker.errors.DockerException as error:
             raise _unreachable(error) from None
+        engine = _engine_uid(found.attrs.get("Config") or {})
+        if engine is None:
+            raise PluginUnavailable(
+                f"the clone image {image} has no engine user of its own (it predates them): "
+                "build it again with `shadowclone image build`"
+            )
+        if engine == self.owner[0]:
+            raise Refused(
+                f"your uid {engine} is the clone image's engine user's; build the image with "
+                "another (`docker build --build-arg ENGINE_UID=<a uid no owner has>` of "
+                "image/Dockerfile)"
+            )
 
     def _container(self, name: str) -> Container | None:
         try:
@@ -451,6 +466,16 @@ class DockerLauncher:
         if volume is not None:
             with contextlib.suppress(docker.errors.NotFound):
                 volume.remove(force=True)
+
+
+def _engine_uid(config: dict[str, Any]) -> int | None:
+    """The engine user's uid an image's configuration names, or None."""
+    for item in config.get("Env") or []:
+        name, _, value = str(item).partition("=")
+        uid = value.partition(":")[0]
+        if name == ENGINE_USER_VARIABLE and uid.isdigit():
+            return int(uid)
+    return None
 
 
 def _state(container: Container) -> str:
