@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml uv.lock core/pyproject.toml $(wildcard plugins/*/pyproj
 	@touch $@
 
 demo: $(STAMP)
+	scripts/open-python-path $(VENV)/bin/python
 	$(VENV)/bin/shadowclone demo
 
 engines:
@@ -34,6 +35,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 unit: $(STAMP)
+	scripts/open-python-path $(VENV)/bin/python
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: $(STAMP) engines docker lint typecheck unit

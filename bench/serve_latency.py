@@ -142,6 +142,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="shadowclone-bench-") as temp:
         root = Path(temp)
+        root.chmod(0o711)  # the fake launcher run as root gives the engine a user of its own
         paths, env = make_home(root, args.clones)
         node = local_node(paths)
         ids = [node.start(f"bench/app#{n}").id for n in range(1, args.clones + 1)]

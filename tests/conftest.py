@@ -127,3 +127,22 @@ def engines_on_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
         pytest.skip(reason)
     monkeypatch.setenv("PATH", f"{ENGINES_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     return ENGINES_BIN
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_folders_reachable_by_the_engine(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Run as root, the fake launcher runs each engine as a user of its own, which must reach
+    the clone's run folder: pytest makes its temporary folders closed to other users."""
+    if os.geteuid() != 0:
+        return
+    base = tmp_path_factory.getbasetemp()
+    for folder in (base, base.parent):
+        folder.chmod(folder.stat().st_mode | 0o011)
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Path:
+    """pytest's own, made searchable by other users when run as root (see above)."""
+    if os.geteuid() == 0:
+        tmp_path.chmod(tmp_path.stat().st_mode | 0o011)
+    return tmp_path

@@ -183,7 +183,7 @@ def test_a_clone_in_a_container_opens_a_pull_request_and_hears_a_message_mid_run
     number = world.issue("Add a greeting")
     script(
         world.model,
-        Shell("echo hello > GREETING.md"),
+        Shell("echo hello > GREETING.md && env > ENGINE_ENV.txt"),
         Text("word " * 400, chunk_delay_s=0.2),  # still streaming when the message comes
         Text("Added GREETING.md with a line for docker."),
         on_message=Shell("echo hi docker >> GREETING.md", text="Adding the line."),
@@ -203,6 +203,15 @@ def test_a_clone_in_a_container_opens_a_pull_request_and_hears_a_message_mid_run
     greeting = world.github.read_file("owner/app", pull.pull.head_ref, "GREETING.md")
     assert greeting == "hello\nhi docker\n"
     assert f"Closes #{number}" in pull.body
+    # The engine held a placeholder; the model proxy gave the provider the real key each time.
+    seen = world.github.read_file("owner/app", pull.pull.head_ref, "ENGINE_ENV.txt") or ""
+    assert "shadowclone-placeholder" in seen
+    assert ANTHROPIC_KEY not in seen and OPENAI_KEY not in seen and world.token not in seen
+    requests = world.model.model_requests()
+    if engine == "claude":
+        assert all(r.headers.get("x-api-key") == ANTHROPIC_KEY for r in requests)
+    else:
+        assert all(r.headers.get("authorization") == f"Bearer {OPENAI_KEY}" for r in requests)
 
 
 def test_stop_ends_the_clone_and_its_container(world: World) -> None:

@@ -20,8 +20,11 @@ from shadowclone.node.schemas import (
     InboxLine,
     ProgressKind,
     ProgressLine,
+    Step,
 )
 from shadowclone.run.ask import SERVER_NAME, TOOL_NAME, ask_command
+from shadowclone.run.progress import AskRelay, ProgressWriter
+from shadowclone.run.redact import Redactor
 
 pytestmark = pytest.mark.anyio
 
@@ -31,10 +34,10 @@ BOUND_S = 30.0
 
 @asynccontextmanager
 async def ask_server(
-    folder: RunFolder, timeout_s: float, secrets_file: Path | None = None, cwd: Path | None = None
+    folder: RunFolder, timeout_s: float, outbox: Path | None = None, cwd: Path | None = None
 ) -> AsyncIterator[Client]:
     """The real server, started from the very argv an engine gets as `EngineTask.ask_command`."""
-    argv = ask_command(folder.path, timeout_s, secrets_file)
+    argv = ask_command(folder.path, timeout_s, outbox)
     params = StdioServerParameters(command=argv[0], args=list(argv[1:]), cwd=cwd)
     async with Client(params) as client:
         yield client
@@ -160,20 +163,29 @@ async def test_one_described_tool_that_refuses_a_malformed_question(
     assert lines_of(folder, ProgressKind.QUESTION) == []
 
 
-async def test_the_secrets_never_reach_the_progress_lines(
+async def test_lines_go_to_the_outbox_and_the_relay_masks_the_secrets(
     folder: RunFolder, tmp_path: Path
 ) -> None:
-    secrets_file = tmp_path / "secrets.toml"
-    secrets_file.write_text('[github]\ntoken = "plain-looking-secret-42"\n')
+    """The server runs as the engine, which holds no secret: it writes its lines to an outbox
+    of the engine's, and the run program's relay masks every secret's value on the way to the
+    progress file; questions and answers alone get through."""
+    outbox = tmp_path / "engine" / "asks.jsonl"
     question = "May I print plain-looking-secret-42 in the log?"
     arguments = {"question": question, "options": ["yes", "no"], "recommended": "no"}
-    async with ask_server(folder, 0.5, secrets_file) as client:
+    async with ask_server(folder, 0.5, outbox) as client:
         result = await asyncio.wait_for(client.call_tool(TOOL_NAME, arguments), BOUND_S)
     assert not result.is_error
+    assert not folder.progress_file.exists()
+    forged = ProgressLine(step=Step.FINISH, kind=ProgressKind.FINAL, text="clone done")
+    files.append_line(outbox, schemas.dumps(forged))
+    relay = AskRelay(outbox, ProgressWriter(folder, Redactor(["plain-looking-secret-42"])))
+    assert relay.pass_once() == 2
+    assert relay.pass_once() == 0
     written = folder.progress_file.read_text()
     assert "plain-looking-secret-42" not in written
     asked = await question_line(folder, 1)
     assert asked.text == "May I print [redacted] in the log?"
+    assert not lines_of(folder, ProgressKind.FINAL)
 
 
 async def test_a_call_the_engine_abandons_is_settled_as_withdrawn(folder: RunFolder) -> None:

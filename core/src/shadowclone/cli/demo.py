@@ -144,6 +144,9 @@ def demo(app: App, keep: bool, launcher: str, image: str | None) -> None:
     out = app.out
     began = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="shadowclone-demo-"))
+    # Run as root, the fake launcher runs the engine as a user of its own, who must be able to
+    # reach the clone's folders (searchable, not listable).
+    root.chmod(0o711)
     previous_home = os.environ.get("SHADOWCLONE_HOME")
     os.environ["SHADOWCLONE_HOME"] = str(root)
     try:

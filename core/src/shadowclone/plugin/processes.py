@@ -61,15 +61,18 @@ async def spawn_engine(
     cwd: Path,
     env: Mapping[str, str],
     install_hint: str,
+    run_as: Sequence[str] = (),
 ) -> tuple[asyncio.subprocess.Process, ProcessTree]:
     """Start an engine program with pipes on stdin, stdout and stderr, in a session of its own
     and marked so that `ProcessTree` finds all it starts; `install_hint` says how to get the
-    program when it is not on the PATH of `env`."""
+    program when it is not on the PATH of `env`. `run_as` (`EngineTask.run_as`) goes first:
+    it starts the program as the engine's own user."""
     found = shutil.which(program, path=env.get("PATH"))
     if found is None:
         raise PluginUnavailable(f"the program {program!r} is not on PATH; {install_hint}")
     marker = uuid.uuid4().hex
     process = await asyncio.create_subprocess_exec(
+        *run_as,
         found,
         *args,
         cwd=cwd,
@@ -79,6 +82,8 @@ async def spawn_engine(
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,  # its own process group: a stop reaches everything it started
         limit=LINE_LIMIT,
+        # What the engine creates in the shared workspace, the run program can read.
+        umask=0o007 if run_as else -1,
     )
     return process, ProcessTree(process.pid, (TREE_MARKER, marker))
 

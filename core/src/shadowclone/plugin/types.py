@@ -71,6 +71,11 @@ class EngineTask:
     web_tools: bool = True
     """False for reviews of code the owner did not write: no web fetch or search tools."""
     limits: EngineLimits = EngineLimits()
+    run_as: tuple[str, ...] = ()
+    """An argv prefix that starts a program as the engine's own user, apart from the run
+    program that holds the secrets (`setpriv ... --`); empty where the launcher gives the engine
+    no user of its own. Put it before the engine's program and every command the driver runs
+    itself (`spawn_engine` does)."""
 
 
 @attrs.frozen
@@ -268,6 +273,12 @@ class ReviewContext:
     consult: Callable[[str], str] | None = None
     """Ask the clone's engine in a fresh session (web tools off) and get its last words; None
     where no engine is at hand. Stages run in a worker thread, so this may block."""
+    run_as: tuple[str, ...] = ()
+    """An argv prefix that runs a command as the engine's user. Whatever reads or runs what the
+    engine wrote (the repository's checks, git in the workspace, whose config and hooks the
+    engine controls) must go through it."""
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    """The variables for such commands: the engine's home, none of the run program's own."""
 
 
 @attrs.frozen

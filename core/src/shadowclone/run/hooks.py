@@ -14,9 +14,10 @@ line: other branch names, refspecs (`HEAD:main`, `x:refs/heads/main`), tags, del
 clone's own branch), `--all`, `--mirror`. Any one refused ref refuses the whole push.
 
 What it cannot see: `git push --no-verify` skips hooks by design, and so does a push run with
-another `core.hooksPath` on the command line. The run program never pushes that way; the hook
-guards against the engine's mistakes, and `pre_push_hook_installed` lets the save step check that
-nothing changed the hook before it pushes.
+another `core.hooksPath` on the command line. So the hook is not what stops a hostile engine: the
+engine holds no token, and the run program pushes from a git directory of its own, whose hook
+it reinstalls right before every push. The hook in the engine's repository only says no early
+to an honest mistake.
 """
 
 from __future__ import annotations
@@ -75,9 +76,12 @@ def pre_push_hook_script(branch: str | None, default_branch: str) -> str:
     )
 
 
-def install_pre_push_hook(workspace: Path, branch: str | None, default_branch: str) -> Path:
+def install_pre_push_hook(
+    workspace: Path, branch: str | None, default_branch: str, git_dir: Path | None = None
+) -> Path:
     """Write the hook and point `core.hooksPath` at its folder; safe to call again (the save step
-    does, right before it pushes). Returns the hook's path.
+    does, right before it pushes). Returns the hook's path. `git_dir`: a git directory other
+    than the workspace's own (the run program's), used with no system or global config.
 
     Refuses a branch that is the default branch, and names git would not take as a branch.
     """
@@ -86,23 +90,25 @@ def install_pre_push_hook(workspace: Path, branch: str | None, default_branch: s
         _check_branch_name(workspace, branch)
         if branch == default_branch:
             raise Refused(f"the clone's branch may not be the default branch {default_branch!r}")
-    hooks = _hooks_folder(workspace)
+    hooks = _hooks_folder(workspace, git_dir)
     hooks.mkdir(exist_ok=True)
     hook = hooks / HOOK_NAME
     temporary = hooks / f".{HOOK_NAME}.tmp"
     temporary.write_text(pre_push_hook_script(branch, default_branch), encoding="utf-8")
     temporary.chmod(0o755)
     os.replace(temporary, hook)
-    _git(workspace, "config", "--local", "core.hooksPath", str(hooks))
+    _git(workspace, "config", "--local", "core.hooksPath", str(hooks), git_dir=git_dir)
     log.info("pre-push hook installed at %s (allowed: %s)", hook, branch or "nothing")
     return hook
 
 
-def pre_push_hook_installed(workspace: Path, branch: str | None, default_branch: str) -> bool:
+def pre_push_hook_installed(
+    workspace: Path, branch: str | None, default_branch: str, git_dir: Path | None = None
+) -> bool:
     """Whether git would run exactly our hook on the next push: the hooks path still points at our
     folder and the hook is unchanged and executable."""
-    hooks = _hooks_folder(workspace)
-    configured = _git(workspace, "config", "core.hooksPath", check=False).strip()
+    hooks = _hooks_folder(workspace, git_dir)
+    configured = _git(workspace, "config", "core.hooksPath", check=False, git_dir=git_dir).strip()
     if not configured or Path(configured) != hooks:
         return False
     hook = hooks / HOOK_NAME
@@ -113,7 +119,9 @@ def pre_push_hook_installed(workspace: Path, branch: str | None, default_branch:
     return text == pre_push_hook_script(branch, default_branch) and os.access(hook, os.X_OK)
 
 
-def _hooks_folder(workspace: Path) -> Path:
+def _hooks_folder(workspace: Path, git_dir: Path | None = None) -> Path:
+    if git_dir is not None:
+        return git_dir.resolve() / HOOKS_FOLDER
     common = Path(_git(workspace, "rev-parse", "--git-common-dir").strip())
     if not common.is_absolute():
         common = workspace / common
@@ -132,9 +140,17 @@ def _check_branch_name(workspace: Path, branch: str) -> None:
         raise BadInput(f"{branch!r} is not a branch name git accepts")
 
 
-def _git(workspace: Path, *args: str, check: bool = True) -> str:
+def _git(workspace: Path, *args: str, check: bool = True, git_dir: Path | None = None) -> str:
+    env = None
+    if git_dir is not None:
+        env = {
+            **os.environ,
+            "GIT_DIR": str(git_dir),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+        }
     done = subprocess.run(
-        ["git", *args], cwd=workspace, capture_output=True, text=True, check=False
+        ["git", *args], cwd=workspace, capture_output=True, text=True, check=False, env=env
     )
     if check and done.returncode != 0:
         raise ShadowcloneError(f"git {' '.join(args)} failed in {workspace}: {done.stderr.strip()}")

@@ -12,11 +12,13 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import sys
 import tempfile
 import threading
+import urllib.parse
+import urllib.request
+from collections.abc import MutableMapping
 from pathlib import Path
 
 import attrs
@@ -36,22 +38,26 @@ from shadowclone.node.schemas import (
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
     EngineLimits,
+    EngineRegistration,
     EngineTask,
     NetworkMode,
     Outcome,
     ReviewContext,
+    SecretProviderRegistration,
 )
+from shadowclone.proxy import PLACEHOLDERS, ModelProxy, credential_for_login
 from shadowclone.run.ask import ask_command
 from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
 from shadowclone.run.drive import EngineResult, supervise_engine
 from shadowclone.run.github import GithubClient
+from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
 from shadowclone.run.inbox import delivered, set_on_stop
-from shadowclone.run.progress import ProgressWriter
+from shadowclone.run.progress import AskRelay, ProgressWriter
 from shadowclone.run.redact import Redactor
 from shadowclone.run.save import Saved, save
 from shadowclone.run.secrets import Secrets
 from shadowclone.run.target import Mode, Plan, resolve
-from shadowclone.run.workspace import Workspace, prepare
+from shadowclone.run.workspace import Workspace, prepare, trust_work_tree
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +67,13 @@ WORKSPACE_VARIABLE = "SHADOWCLONE_WORKSPACE"
 DEFAULT_RUN_FOLDER = Path("/clone/run")
 DEFAULT_SECRETS_FILE = Path("/clone/secrets.toml")
 CONSULT_TIMEOUT_S = 20 * 60.0
+CLONE_MARKER = "SHADOWCLONE_CLONE_ID"
+"""Set by every launcher; the engine's processes inherit it, so leftovers can be found."""
+ENGINE_AREA = "engine"
+PRIVATE_AREA = "private"
+ASK_OUTBOX = "asks.jsonl"
+PROXIED_LOGINS = frozenset({"claude-api-key", "claude-subscription", "openai-api-key"})
+"""Logins the model proxy serves: the engine gets a placeholder, never the credential."""
 
 
 class Stopped(Exception):
@@ -75,13 +88,20 @@ class CloneRun:
         secrets: Secrets,
         workspace_path: Path,
         registry: Registry,
+        identity: EngineIdentity | None = None,
     ) -> None:
         self.folder = folder
         self.request = request
         self.secrets = secrets
         self.workspace_path = workspace_path
         self.registry = registry
+        self.identity = identity or EngineIdentity()
         self.progress = ProgressWriter(folder, Redactor(secrets.all_values()))
+        self.engine_area = folder.path / ENGINE_AREA
+        """The engine's corner of the run folder: its home, state folders and the ask
+        server's lines; nothing the run program trusts is kept there."""
+        self.asks = AskRelay(self.engine_area / ASK_OUTBOX, self.progress)
+        self.model_proxy: ModelProxy | None = None
         self.stop = asyncio.Event()
         self.plan: Plan | None = None
         self.workspace: Workspace | None = None
@@ -89,7 +109,9 @@ class CloneRun:
         self.state_dirs: list[Path] = []
 
     async def run(self) -> int:
+        self._prepare_engine_area()
         watcher = asyncio.create_task(set_on_stop(self.folder, self.stop))
+        relay = asyncio.create_task(self.asks.run())
         loop = asyncio.get_running_loop()
         if threading.current_thread() is threading.main_thread():  # where signals arrive
             for signum in (signal.SIGTERM, signal.SIGINT):
@@ -98,8 +120,14 @@ class CloneRun:
             return await self._steps()
         finally:
             watcher.cancel()
+            relay.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await relay
+            self.identity.reap((CLONE_MARKER, self.request.id))
+            if self.model_proxy is not None:
+                await self.model_proxy.close()
             for state_dir in self.state_dirs:
-                shutil.rmtree(state_dir, ignore_errors=True)
+                self.identity.remove(state_dir)
             if self.client is not None:
                 self.client.close()
 
@@ -109,7 +137,7 @@ class CloneRun:
             return await self._first_phase()
         carry = read_carry(self.folder)
         self.plan = carry.plan
-        self.workspace = Workspace(self.workspace_path, self.secrets.github_token, carry.base_ref)
+        self.workspace = self._workspace_for(carry.base_ref)
         if handoff.resume is Resume.ENGINE:
             self.progress.note(Step.ENGINE, "launched again with no network but the model's API")
             result, reviews = await self._work()
@@ -121,6 +149,22 @@ class CloneRun:
         self.client = GithubClient(self.secrets.github_token, api_url=self.request.github_api_url)
         result = carry.result or EngineResult(Outcome.FAILED, "the review phase left no result")
         return await self._finish(result, list(carry.reviews))
+
+    def _prepare_engine_area(self) -> None:
+        home = self.engine_area / "home"
+        (home / "tmp").mkdir(parents=True, exist_ok=True)
+        if self.identity.isolated:
+            trust_work_tree(home / ".gitconfig", self.workspace_path)
+        self.identity.share(self.engine_area)
+
+    def _workspace_for(self, base_ref: str) -> Workspace:
+        return Workspace(
+            self.workspace_path,
+            self.secrets.github_token,
+            base_ref,
+            self.folder.path / PRIVATE_AREA,
+            self.identity,
+        )
 
     def _take_handoff(self) -> Handoff | None:
         """The phase this launch is for, if an earlier launch handed its work on."""
@@ -191,6 +235,7 @@ class CloneRun:
 
     async def _target(self) -> None:
         target = self.request.target
+        self.progress.note(Step.TARGET, self.identity.describe())
         self.progress.note(Step.TARGET, f"resolving {target.key} on {self.request.github_api_url}")
         self.client = GithubClient(self.secrets.github_token, api_url=self.request.github_api_url)
         self.plan = await asyncio.to_thread(resolve, self.client, target)
@@ -201,7 +246,12 @@ class CloneRun:
         assert self.plan is not None
         plan = self.plan
         self.workspace = await asyncio.to_thread(
-            prepare, self.workspace_path, plan, self.secrets.github_token
+            prepare,
+            self.workspace_path,
+            plan,
+            self.secrets.github_token,
+            self.folder.path / PRIVATE_AREA,
+            self.identity,
         )
         user = plan.user.name or plan.user.login
         self.progress.note(
@@ -221,32 +271,56 @@ class CloneRun:
         assert self.plan is not None
         return build_prompt(self.plan, self.request.instructions)
 
-    def _task(self, prompt: str, web_tools: bool) -> EngineTask:
+    async def _login_env(
+        self, engine: EngineRegistration, login: SecretProviderRegistration, state_dir: Path
+    ) -> dict[str, str]:
+        """The engine's login: placeholders and the model proxy's address where the proxy
+        serves the login, so that the engine never holds the credential; else the values."""
+        upstream = self.request.base_url or engine.default_base_url
+        if login.name not in PROXIED_LOGINS or not engine.base_url_env or not upstream:
+            env = self.secrets.engine_env(login, state_dir)
+            if self.request.base_url and engine.base_url_env:
+                env[engine.base_url_env] = self.request.base_url
+            return env
+        if self.model_proxy is None:
+            credential = credential_for_login(login.name, self.secrets.values)
+            proxy = ModelProxy(upstream, credential, outbound_proxy=outbound_proxy(upstream))
+            await proxy.start_tcp()
+            self.model_proxy = proxy
+            self.progress.note(
+                Step.ENGINE,
+                f"the engine reaches {upstream} through the model proxy, which holds the login",
+            )
+        env = {secret.env: PLACEHOLDERS[secret.key] for secret in login.secrets if secret.env}
+        env[engine.base_url_env] = self.model_proxy.engine_base_url
+        return env
+
+    async def _task(self, prompt: str, web_tools: bool) -> EngineTask:
         engine = self.registry.engine(self.request.engine)
         login = self.registry.secret_provider(self.request.login)
-        state_dir = Path(tempfile.mkdtemp(prefix="shadowclone-engine-"))
+        state_dir = Path(tempfile.mkdtemp(prefix="state-", dir=self.engine_area))
+        self.identity.share(state_dir)
         self.state_dirs.append(state_dir)
-        env = self.secrets.engine_env(login, state_dir)
-        if self.request.base_url and engine.base_url_env:
-            env[engine.base_url_env] = self.request.base_url
+        env = await self._login_env(engine, login, state_dir)
+        if self.identity.isolated:
+            env.update({"HOME": str(self.engine_area / "home"), "TMPDIR": str(state_dir)})
         assert self.workspace is not None
         return EngineTask(
             workspace=self.workspace.path,
             prompt=prompt,
-            ask_command=ask_command(
-                self.folder.path, self.request.ask_timeout_s, self.secrets.path
-            ),
+            ask_command=ask_command(self.folder.path, self.request.ask_timeout_s, self.asks.outbox),
             env=env,
             state_dir=state_dir,
             model=self.request.model,
             web_tools=web_tools,
             limits=EngineLimits(ask_timeout_s=self.request.ask_timeout_s),
+            run_as=self.identity.argv_prefix(),
         )
 
     async def _engine(self, prompt: str) -> EngineResult:
         assert self.plan is not None
         self.progress.note(Step.ENGINE, f"starting {self.request.engine}")
-        task = self._task(prompt, web_tools=self.plan.mode is not Mode.REVIEW)
+        task = await self._task(prompt, web_tools=self.plan.mode is not Mode.REVIEW)
         session = await self.registry.engine(self.request.engine).factory().launch(task)
         messages = delivered(self.folder, kinds={InboxKind.MESSAGE})
         async with contextlib.aclosing(messages):
@@ -259,7 +333,7 @@ class CloneRun:
         session = (
             await self.registry.engine(self.request.engine)
             .factory()
-            .launch(self._task(prompt, web_tools=False))
+            .launch(await self._task(prompt, web_tools=False))
         )
         result = await supervise_engine(
             session, self.progress, None, self.stop, self.request.stall_timeout_s
@@ -280,11 +354,14 @@ class CloneRun:
             owner_wrote=self.plan.owner_wrote,
             check_commands=self.request.check_commands,
             consult=consult,
+            run_as=self.identity.argv_prefix(),
+            env=self.identity.environment(os.environ, self.engine_area / "home"),
         )
         if self.plan.mode is not Mode.REVIEW:
-            # Reviews read the change as commits: commit what the engine left first.
+            # Reviews read the change as commits: commit what the engine left first, as the
+            # engine, in its own repository.
             await asyncio.to_thread(
-                self.workspace.commit_all, f"shadowclone: work on #{self.plan.number}"
+                self.workspace.commit_engine_work, f"shadowclone: work on #{self.plan.number}"
             )
         lines: list[ReviewLine] = []
         for stage in self.registry.review_stages():
@@ -380,6 +457,24 @@ class CloneRun:
         return f"usage: {tokens_in} tokens in, {tokens_out} out{cost}"
 
 
+def outbound_proxy(upstream: str) -> str | None:
+    """The proxy this process must use to reach `upstream`, from the usual variables (a
+    network-off clone's way out)."""
+    host = urllib.parse.urlsplit(upstream).hostname or ""
+    if urllib.request.proxy_bypass(host):
+        return None
+    proxies = urllib.request.getproxies_environment()
+    return proxies.get(urllib.parse.urlsplit(upstream).scheme) or proxies.get("all")
+
+
+def scrub_environment(environ: MutableMapping[str, str]) -> None:
+    """Drop the run program's own variables from its environment, which the engine inherits:
+    they were read at start and are kept in memory."""
+    for key in [key for key in environ if key.startswith("SHADOWCLONE_")]:
+        if key not in (CLONE_MARKER, "SHADOWCLONE_SCRIPT"):
+            del environ[key]
+
+
 def build_prompt(plan: Plan, instructions: str) -> str:
     issue = plan.issue
     repo = plan.repository.full_name
@@ -422,6 +517,7 @@ async def run_clone(
     secrets_file: Path,
     workspace_path: Path | None = None,
     registry: Registry | None = None,
+    identity: EngineIdentity | None = None,
 ) -> int:
     """Run the clone of `folder` to its end; returns the exit code."""
     request = folder.request()
@@ -443,6 +539,7 @@ async def run_clone(
         secrets,
         workspace_path or folder.path / "workspace",
         registry or load_registry(),
+        identity,
     )
     return await run.run()
 
@@ -457,7 +554,23 @@ def main(argv: list[str] | None = None) -> int:
     secrets_file = _env_path(SECRETS_VARIABLE, DEFAULT_SECRETS_FILE)
     workspace = os.environ.get(WORKSPACE_VARIABLE)
     try:
-        return asyncio.run(run_clone(folder, secrets_file, Path(workspace) if workspace else None))
+        identity = engine_identity()
+    except ShadowcloneError as error:
+        ProgressWriter(folder, lambda text: text).final(Outcome.FAILED, None, str(error))
+        print(f"shadowclone-run: {error}", file=sys.stderr)
+        return 2
+    scrub_environment(os.environ)
+    if identity.isolated:
+        os.umask(
+            SHARED_UMASK
+        )  # what the run program makes in shared folders, the engine may change
+    log.info("%s", identity.describe())
+    try:
+        return asyncio.run(
+            run_clone(
+                folder, secrets_file, Path(workspace) if workspace else None, identity=identity
+            )
+        )
     except ShadowcloneError as error:
         print(f"shadowclone-run: {error}", file=sys.stderr)
         return 2

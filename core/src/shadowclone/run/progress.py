@@ -7,14 +7,16 @@ question ids unique within the run folder.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import attrs
 
 from shadowclone.node import files, schemas
-from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.runfolder import RunFolder, read_json_lines
 from shadowclone.node.schemas import (
     Answer,
     ChosenBy,
@@ -33,16 +35,21 @@ _QUESTION_ID = re.compile(r"^q(\d+)$")
 
 
 class ProgressWriter:
-    """Appends progress lines to one run folder; every string passes `redact` on its way."""
+    """Appends progress lines to one run folder; every string passes `redact` on its way.
 
-    def __init__(self, folder: RunFolder, redact: Redact) -> None:
+    `path` writes them to another file instead: the ask server, which runs as the engine's
+    user, may not write the run folder, and leaves its lines for the run program to relay.
+    """
+
+    def __init__(self, folder: RunFolder, redact: Redact, path: Path | None = None) -> None:
         self.folder = folder
+        self.path = path or folder.progress_file
         self._redact = redact
 
     def write(self, line: ProgressLine) -> ProgressLine:
         """Redact and append any line; the helpers below build the usual ones."""
         redacted = self._redacted(line)
-        self.folder.append_progress(redacted)
+        files.append_line(self.path, schemas.dumps(redacted))
         return redacted
 
     def note(self, step: Step, text: str) -> ProgressLine:
@@ -79,7 +86,7 @@ class ProgressWriter:
         step: Step = Step.ENGINE,
     ) -> Question:
         """Write a question line under a fresh id (`q1`, `q2`...) and return the question."""
-        path = self.folder.progress_file
+        path = self.path
         with files.lock_for(path):
             question = self._redacted_question(
                 Question(
@@ -130,7 +137,7 @@ class ProgressWriter:
 
     def _next_question_id(self) -> str:
         """One more than the highest question id so far; the caller holds the file's lock."""
-        lines, _, _ = self.folder.progress()
+        lines, _, _ = read_json_lines(self.path, ProgressLine)
         highest = 0
         for line in lines:
             if line.question is not None:
@@ -197,3 +204,46 @@ class OpenQuestions:
             for question, asked_at in self._open.values()
             if now < asked_at + timedelta(seconds=question.timeout_s + self.grace_s)
         ]
+
+
+RELAYED_KINDS = frozenset({ProgressKind.QUESTION, ProgressKind.ANSWER})
+
+
+class AskRelay:
+    """Carries the ask server's question and answer lines into the run folder's progress.
+
+    The ask server runs as the engine's user, who may not write the run folder (a forged final
+    line would end the clone's record). It writes its lines to a file of the engine's; the run
+    program copies only questions and answers from there, stamped now and redacted again.
+    """
+
+    def __init__(self, outbox: Path, progress: ProgressWriter) -> None:
+        self.outbox = outbox
+        self.progress = progress
+        self._offset = 0
+
+    def pass_once(self) -> int:
+        """Relay the lines written since the last pass; returns how many."""
+        lines, _, self._offset = read_json_lines(self.outbox, ProgressLine, self._offset)
+        relayed = 0
+        for line in lines:
+            if line.kind not in RELAYED_KINDS:
+                continue
+            if (line.kind is ProgressKind.QUESTION) != (line.question is not None):
+                continue
+            if (line.kind is ProgressKind.ANSWER) != (line.answer is not None):
+                continue
+            self.progress.write(
+                attrs.evolve(line, step=Step.ENGINE, at=datetime.now(UTC), usage=None)
+            )
+            relayed += 1
+        return relayed
+
+    async def run(self, poll_s: float = 0.1) -> None:
+        """Relay until cancelled, with a last pass then."""
+        try:
+            while True:
+                self.pass_once()
+                await asyncio.sleep(poll_s)
+        finally:
+            self.pass_once()

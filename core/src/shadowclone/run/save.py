@@ -37,12 +37,14 @@ def save(
         return Saved(0, False, plan.pull_request.html_url, f"review posted: {comment.html_url}")
 
     assert plan.branch is not None
-    workspace.commit_all(f"shadowclone: work on #{plan.number} ({outcome})")
+    workspace.take_engine_work(f"shadowclone: work on #{plan.number} ({outcome})")
     commits = workspace.commits_since_base()
     if commits == 0:
         return Saved(0, False, None, "no changes to save")
-    # The engine could have changed the hook; put ours back right before pushing.
-    install_pre_push_hook(workspace.path, plan.branch, plan.repository.default_branch)
+    # Our own git directory, out of the engine's reach; the hook goes back all the same.
+    install_pre_push_hook(
+        workspace.path, plan.branch, plan.repository.default_branch, git_dir=workspace.git_dir
+    )
     workspace.git("push", "--quiet", "origin", f"HEAD:refs/heads/{plan.branch}")
     if outcome is not Outcome.DONE:
         return Saved(commits, True, None, f"work so far pushed to {plan.branch}")

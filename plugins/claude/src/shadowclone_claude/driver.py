@@ -125,6 +125,7 @@ class ClaudeEngine:
             env=engine_env(task),
             install_hint="install @anthropic-ai/claude-code (scripts/install-engines does it "
             "for the tests)",
+            run_as=task.run_as,
         )
         log.info("started Claude Code (pid %d) in %s", process.pid, task.workspace)
         session = ClaudeSession(process, tree)

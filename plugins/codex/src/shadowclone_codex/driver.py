@@ -109,6 +109,7 @@ class CodexEngine:
             cwd=task.workspace,
             env=engine_env(task),
             install_hint="install @openai/codex (scripts/install-engines does it for the tests)",
+            run_as=task.run_as,
         )
         log.info("started codex app-server (pid %d) in %s", process.pid, task.workspace)
         session = CodexSession(process, tree)

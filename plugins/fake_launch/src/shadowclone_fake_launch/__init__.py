@@ -25,6 +25,12 @@ def _launcher() -> Launcher:
     return FakeLauncher()
 
 
+def _isolation() -> str:
+    from shadowclone_fake_launch.users import isolation_note
+
+    return isolation_note()
+
+
 def _engine() -> Engine:
     from shadowclone_fake_launch.scripted import ScriptedEngine
 
@@ -35,7 +41,8 @@ def _engine() -> Engine:
 def shadowclone_launchers() -> Iterator[LauncherRegistration]:
     yield LauncherRegistration(
         name="fake",
-        summary="runs each clone as a local process (tests and the demo; no Docker)",
+        summary="runs each clone as a local process (tests and the demo; no Docker); "
+        + _isolation(),
         factory=_launcher,
     )
 

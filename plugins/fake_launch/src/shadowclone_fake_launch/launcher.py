@@ -3,10 +3,11 @@
 Every clone gets a state folder `STATE_DIR/<clone id>/` (the equivalent of a container): the
 launch (argv, environment), a private home, the clone's output, and what its keeper wrote. The
 clone is told the secrets file's path, as a container is given its mount; this launcher never
-opens the file (R7), and cannot make it read-only for a process of the owner's own user, as
-Docker's read-only mount does. The clone runs under a
-keeper (`keeper.py`) in a session of its own, so it outlives serve; any launcher instance finds
-it again from the state folders, the keeper's lock and psutil (pid and start time).
+opens the file. Run as root, it gives the engine a user of its own (`users.py`), so the engine
+cannot read the secrets the run program holds; run by a normal user it cannot, and the engine
+runs as the owner. The clone runs under a keeper (`keeper.py`) in a session of its own, so it
+outlives serve; any launcher instance finds it again from the state folders, the keeper's lock
+and psutil (pid and start time).
 
 What a clone runs: the run program (`python -m shadowclone.run`), or, when the scripts file
 named by `SHADOWCLONE_FAKE_SCRIPTS` lists its target, a test script (`player.py`).
@@ -37,7 +38,7 @@ from shadowclone.node.files import write_atomic
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.plugin import CloneState, CloneStatus, LaunchSpec
 
-from shadowclone_fake_launch import keeper
+from shadowclone_fake_launch import keeper, users
 from shadowclone_fake_launch.scripts import SCRIPTS_VARIABLE, read_scripts, script_json
 
 STATE_VARIABLE = "SHADOWCLONE_FAKE_LAUNCH_DIR"
@@ -173,6 +174,25 @@ class FakeLauncher:
         (home / "tmp").mkdir(parents=True)
         env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
         env.update(spec.env)
+        engine = users.isolation()
+        if engine is not None:
+            blocked = users.unreachable_folder(spec.run_folder)
+            python = users.unreachable_folder(Path(self.python).resolve().parent)
+            if python is not None:
+                shutil.rmtree(folder)
+                raise PluginUnavailable(
+                    f"clone {spec.clone_id}: the engine's user {users.ENGINE_USER} cannot run "
+                    f"{self.python}, as {python} is closed to other users; make it searchable "
+                    "(scripts/open-python-path does, for the project's Python)"
+                )
+            if blocked is not None:
+                shutil.rmtree(folder)
+                raise PluginUnavailable(
+                    f"clone {spec.clone_id}: the engine's user {users.ENGINE_USER} cannot reach "
+                    f"its run folder, as {blocked} is closed to other users; make it "
+                    f"searchable (chmod o+x {blocked}) or keep the clones folder elsewhere"
+                )
+            env.update(engine.env())
         env.update(
             {
                 "HOME": str(home),

@@ -47,6 +47,7 @@ import logging
 import os
 import re
 import signal
+import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -453,8 +454,7 @@ class ScriptedSession:
             self.message = message
             notes = self.task.workspace / NOTES_FILE
             heading = "" if notes.exists() else "# Notes from the owner\n\n"
-            with notes.open("a", encoding="utf-8") as handle:
-                handle.write(f"{heading}- {' '.join(message.split())}\n")
+            self._put(notes, f"{heading}- {' '.join(message.split())}\n", append=True)
             self._emit(ToolUseEvent("write", NOTES_FILE))
             self._emit(TextEvent(f"Got your message; I noted it in {NOTES_FILE}: {message}"))
 
@@ -466,13 +466,42 @@ class ScriptedSession:
         if not target.is_relative_to(workspace) or target == workspace:
             raise ScriptFailed(f"step {self._step}: {path!r} is not a file in the workspace")
         self._emit(ToolUseEvent("write", path))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
+        self._put(target, content)
+
+    def _put(self, target: Path, content: str, append: bool = False) -> None:
+        """Write a file as the engine's user, as a real engine's own tool would."""
+        if not self.task.run_as:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("a" if append else "w", encoding="utf-8") as handle:
+                handle.write(content)
+            return
+        done = subprocess.run(
+            [
+                *self.task.run_as,
+                "/bin/sh",
+                "-c",
+                f'mkdir -p "$(dirname "$1")" && cat {">>" if append else ">"} "$1"',
+                "write",
+                str(target),
+            ],
+            input=content.encode(),
+            capture_output=True,
+            check=False,
+            umask=0o007,
+        )
+        if done.returncode != 0:
+            raise ScriptFailed(
+                f"step {self._step}: cannot write {target.name}: "
+                + done.stderr.decode(errors="replace").strip()
+            )
 
     async def _run_command(self, command: str) -> None:
         self._emit(ToolUseEvent("shell", " ".join(command.split())))
         spawn = asyncio.ensure_future(
-            asyncio.create_subprocess_shell(
+            asyncio.create_subprocess_exec(
+                *self.task.run_as,
+                "/bin/sh",
+                "-c",
                 command,
                 cwd=self.task.workspace,
                 env={**os.environ, **self.task.env},
@@ -481,6 +510,7 @@ class ScriptedSession:
                 stderr=asyncio.subprocess.STDOUT,
                 # Its own process group, so a stop ends whatever the command started.
                 start_new_session=True,
+                umask=0o007 if self.task.run_as else -1,
             )
         )
         try:
@@ -529,7 +559,7 @@ class ScriptedSession:
             raise ScriptFailed(
                 f"step {self._step}: no ask server (the task's ask_command is empty)"
             )
-        command, *args = self.task.ask_command
+        command, *args = (*self.task.run_as, *self.task.ask_command)
         params = StdioServerParameters(command=command, args=args, cwd=self.task.workspace)
         self.task.state_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.task.state_dir / "ask-server.log"

@@ -23,8 +23,10 @@ RUN_FOLDER_VARIABLE = "SHADOWCLONE_RUN_FOLDER"
 """The run folder: progress lines are appended there, answers read from its deliveries."""
 TIMEOUT_VARIABLE = "SHADOWCLONE_ASK_TIMEOUT_S"
 """Seconds to wait for the owner before the recommended option is taken."""
-SECRETS_VARIABLE = "SHADOWCLONE_SECRETS_FILE"
-"""Optional: the secrets file, whose values are masked in the lines the server writes."""
+OUTBOX_VARIABLE = "SHADOWCLONE_ASK_OUTBOX"
+"""Optional: where the server writes its question and answer lines instead of the run folder's
+progress. The server runs as the engine's user, who may not write the run folder: the run
+program relays the lines (`progress.AskRelay`)."""
 
 DEFAULT_TIMEOUT_S = 30 * 60.0
 
@@ -32,24 +34,24 @@ ENV_PROGRAM = "/usr/bin/env"
 
 
 def ask_server_env(
-    run_folder: Path, timeout_s: float = DEFAULT_TIMEOUT_S, secrets_file: Path | None = None
+    run_folder: Path, timeout_s: float = DEFAULT_TIMEOUT_S, outbox: Path | None = None
 ) -> dict[str, str]:
     """The variables that configure the server for one run folder."""
     env = {RUN_FOLDER_VARIABLE: str(run_folder), TIMEOUT_VARIABLE: f"{timeout_s:g}"}
-    if secrets_file is not None:
-        env[SECRETS_VARIABLE] = str(secrets_file)
+    if outbox is not None:
+        env[OUTBOX_VARIABLE] = str(outbox)
     return env
 
 
 def ask_command(
     run_folder: Path,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    secrets_file: Path | None = None,
+    outbox: Path | None = None,
     python: str = sys.executable,
 ) -> tuple[str, ...]:
     """argv that starts the server over stdio for one run folder: `EngineTask.ask_command`."""
     return with_env(
-        ask_server_env(run_folder, timeout_s, secrets_file),
+        ask_server_env(run_folder, timeout_s, outbox),
         # -P: the engine starts the server in the workspace, whose folders must not shadow
         # our modules (a repository's own `mcp/` would be imported, and its code run).
         (python, "-P", "-m", "shadowclone.run.ask"),

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import sys
-import tomllib
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -30,8 +27,8 @@ from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ChosenBy, InboxKind, InboxLine, Question
 from shadowclone.run.ask import (
     DEFAULT_TIMEOUT_S,
+    OUTBOX_VARIABLE,
     RUN_FOLDER_VARIABLE,
-    SECRETS_VARIABLE,
     SERVER_NAME,
     TIMEOUT_VARIABLE,
     TOOL_NAME,
@@ -71,9 +68,11 @@ def build_server(
     redact: Redact,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     poll_s: float = POLL_S,
+    outbox: Path | None = None,
 ) -> MCPServer:
-    """The server for one run folder, ready for `run()` or an in-memory client."""
-    progress = ProgressWriter(folder, redact)
+    """The server for one run folder, ready for `run()` or an in-memory client; its lines go
+    to `outbox` when given, else to the run folder's progress."""
+    progress = ProgressWriter(folder, redact, outbox)
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
     async def ask(
@@ -179,36 +178,8 @@ def _settings() -> tuple[RunFolder, float, Path | None]:
         raise ValueError(f"{TIMEOUT_VARIABLE}={timeout_text} is not a number") from None
     if not timeout_s > 0:
         raise ValueError(f"{TIMEOUT_VARIABLE}={timeout_text} must be more than 0")
-    secrets_text = os.environ.get(SECRETS_VARIABLE, "")
-    return folder, timeout_s, Path(secrets_text) if secrets_text else None
-
-
-def secrets_redactor(secrets_file: Path | None) -> Redact:
-    """Mask the secrets file's values, and tokens of known shapes, in the lines this server
-    writes (R32); the run program masks its own lines the same way."""
-    if secrets_file is None:
-        return Redactor(())
-    with open(secrets_file, "rb") as handle:
-        return Redactor(_leaves(tomllib.load(handle)))
-
-
-def _leaves(value: Any) -> Iterator[str]:
-    """Every string in a TOML document, and in JSON documents held in its strings (a Codex
-    `auth.json` pasted whole)."""
-    if isinstance(value, str):
-        yield value
-        if value.lstrip().startswith(("{", "[")):
-            try:
-                document = json.loads(value)
-            except ValueError:
-                return
-            yield from _leaves(document)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _leaves(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _leaves(item)
+    outbox_text = os.environ.get(OUTBOX_VARIABLE, "")
+    return folder, timeout_s, Path(outbox_text) if outbox_text else None
 
 
 def main() -> int:
@@ -219,10 +190,11 @@ def main() -> int:
     )
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per file change
     try:
-        folder, timeout_s, secrets_file = _settings()
-        redact = secrets_redactor(secrets_file)
-    except (ValueError, OSError, tomllib.TOMLDecodeError) as error:
+        folder, timeout_s, outbox = _settings()
+    except ValueError as error:
         log.error("cannot start: %s", error)
         return 2
-    build_server(folder, redact, timeout_s).run("stdio")
+    # The server runs as the engine, which holds no secret: it masks tokens of known shapes,
+    # and the run program masks every secret's value in the lines it relays.
+    build_server(folder, Redactor(()), timeout_s, outbox=outbox).run("stdio")
     return 0

@@ -26,8 +26,10 @@ class SelfReviewStage:
         if context.consult is None:
             return ReviewResult(self.name, True, "skipped: no engine to review with")
         diff = subprocess.run(
-            ["git", "diff", context.base_ref],
+            # As the engine: the repository's config (diff drivers, textconv) is the engine's.
+            [*context.run_as, "git", "diff", context.base_ref],
             cwd=context.workspace,
+            env=dict(context.env) if context.env else None,
             capture_output=True,
             text=True,
             check=False,

@@ -27,9 +27,11 @@ class ToolchainStage:
         for command in context.check_commands:
             try:
                 done = subprocess.run(
-                    command,
-                    shell=True,
+                    # As the engine: the code it runs is the repository's, which the engine
+                    # could have changed.
+                    [*context.run_as, "/bin/sh", "-c", command],
                     cwd=context.workspace,
+                    env=dict(context.env) if context.env else None,
                     capture_output=True,
                     text=True,
                     timeout=self.timeout_s,
