@@ -101,27 +101,23 @@ def plant_kit(folder: Path) -> Path:
     return folder
 
 
-def attack_script(person: Owner, run: Path, kit: Path) -> str:
+def attack_script(person: Owner, kit: Path) -> str:
+    """The attacks, for an engine whose workspace is the run folder's `workspace`."""
     variables = {
         "SECRETS": str(person.home.secrets_file),
-        "RUN": str(run),
         "MARK": str(kit),
         "CLONE_URL": f"{person.github.url}/you/app.git",
         "API": person.github.api_url,
     }
     exports = "".join(f"{key}={shlex.quote(value)}\n" for key, value in variables.items())
-    return exports + ATTACKS
+    return exports + 'RUN="$(dirname "$PWD")"\n' + ATTACKS
 
 
 def test_a_hostile_engine_breaks_no_rule(owner: Owner, tmp_path: Path) -> None:  # noqa: F811
     kit = plant_kit(tmp_path / "kit")
     main_before = owner.github.branch_sha("you/app", "main")
     number = owner.github.create_issue("you/app", author="you", title="Do something")
-    # The run folder's name is known only once the clone starts: the script finds it as the
-    # parent of the workspace it runs in.
-    script = attack_script(owner, Path("RUNFOLDER"), kit).replace(
-        "RUN=RUNFOLDER", 'RUN="$(dirname "$PWD")"'
-    )
+    script = attack_script(owner, kit)
     owner.serving([Run(script), Say("All done.")])
     clone_id = owner.start(f"you/app#{number}")
     record = owner.wait(clone_id, State.DONE, State.FAILED)
@@ -166,9 +162,7 @@ def test_a_hostile_review_cannot_steer_the_phase_that_posts(
         fork=True,
     )
     main_before = owner.github.branch_sha("you/app", "main")
-    script = attack_script(owner, Path("RUNFOLDER"), kit).replace(
-        "RUN=RUNFOLDER", 'RUN="$(dirname "$PWD")"'
-    )
+    script = attack_script(owner, kit)
     owner.serving([Run(script), Say("Reviewed.")])
     clone_id = owner.start(f"you/app#{number}")
     done = owner.wait(clone_id, State.DONE, State.FAILED)

@@ -17,7 +17,7 @@ import tomlkit.exceptions
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
 from shadowclone.config.paths import Paths, default_paths
-from shadowclone.config.schema import DEFAULT_IMAGE, Config
+from shadowclone.config.schema import DEFAULT_IMAGE, STRANGERS, Config
 from shadowclone.errors import ConfigError
 from shadowclone.node.files import write_atomic
 
@@ -105,6 +105,11 @@ def check(config: Config) -> list[str]:
         problems.append("limits.ask_timeout_s: expected more than 0 and at most 1800 seconds")
     if config.limits.stall_timeout_s <= 0:
         problems.append("limits.stall_timeout_s: expected more than 0 seconds")
+    if config.security.strangers not in STRANGERS:
+        problems.append(
+            f"security.strangers: expected one of {', '.join(map(repr, STRANGERS))}, got "
+            f"{config.security.strangers!r}"
+        )
     return problems
 
 

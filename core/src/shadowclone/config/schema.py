@@ -42,6 +42,17 @@ class PathsConfig:
     secrets: str | None = None
 
 
+STRANGERS = ("model-only", "open")
+
+
+@attrs.frozen
+class SecurityConfig:
+    strangers: str = "model-only"
+    """How a clone works on an issue written by someone who cannot push to the repository:
+    "model-only", its engine has no network but the model's API; "open", it keeps the
+    network, as for the owner's own issues."""
+
+
 @attrs.frozen
 class PluginsConfig:
     disabled: list[str] = attrs.field(factory=list)
@@ -69,6 +80,7 @@ class Config:
     limits: LimitsConfig = LimitsConfig()
     paths: PathsConfig = PathsConfig()
     plugins: PluginsConfig = PluginsConfig()
+    security: SecurityConfig = SecurityConfig()
 
     def provider(self, engine: str) -> ProviderConfig | None:
         return self.providers.get(engine)

@@ -38,7 +38,7 @@ from shadowclone.node.schemas import (
 from shadowclone.node.setups import read_setup
 from shadowclone.node.target import Target
 from shadowclone.plugin.manager import Registry, load_registry
-from shadowclone.plugin.types import Outcome, SecretProviderRegistration
+from shadowclone.plugin.types import NetworkMode, Outcome, SecretProviderRegistration
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +206,7 @@ class LocalNode:
             ask_timeout_s=self.config.limits.ask_timeout_s,
             stall_timeout_s=self.config.limits.stall_timeout_s,
             check_commands=setup.check_commands,
+            strangers_network=NetworkMode(self.config.security.strangers),
         )
         # The active marker goes first: a crash before the request leaves a marker without a
         # request, which the next start removes; never a request that admission cannot see.

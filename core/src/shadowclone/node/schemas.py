@@ -157,6 +157,9 @@ class Request:
     stall_timeout_s: float = 20 * 60
     check_commands: tuple[str, ...] = ()
     mode: RunMode = RunMode.CLONE
+    strangers_network: NetworkMode = NetworkMode.MODEL_ONLY
+    """The engine's network on an issue written by someone who cannot push (`[security]
+    strangers`): their text may tell the engine to send what it can reach."""
     v: int = SCHEMA_VERSION
 
 

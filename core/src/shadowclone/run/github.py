@@ -185,6 +185,14 @@ class GithubClient:
                 is_pull_request=issue.pull_request is not None,
             )
 
+    def can_push(self, full_name: str, login: str) -> bool:
+        """Whether `login` may push to the repository; anyone GitHub will not say so of, no."""
+        try:
+            permission = self._github.get_repo(full_name).get_collaborator_permission(login)
+        except github.GithubException:
+            return False
+        return permission in ("admin", "maintain", "write")
+
     def pull_request(self, full_name: str, number: int) -> PullRequest:
         with self._calling(f"read pull request {full_name}#{number}"):
             return _pull_request(full_name, self._github.get_repo(full_name).get_pull(number))

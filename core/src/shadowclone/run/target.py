@@ -31,6 +31,8 @@ class Plan:
     pull_request: PullRequest | None
     branch: str | None
     """The one branch the clone may push; None for a review."""
+    stranger: str | None = None
+    """Who wrote the issue, when they cannot push to the repository: their text is untrusted."""
 
     @property
     def owner_wrote(self) -> bool:
@@ -61,8 +63,17 @@ def resolve(client: GithubClient, target: Target) -> Plan:
     issue = client.issue(target.repo_full_name, target.number)
     user = client.token_user()
     if not issue.is_pull_request:
+        trusted = issue.author.casefold() == user.login.casefold() or client.can_push(
+            target.repo_full_name, issue.author
+        )
         return Plan(
-            Mode.ISSUE, repository, issue, user, None, branch_name(issue.number, issue.title)
+            Mode.ISSUE,
+            repository,
+            issue,
+            user,
+            None,
+            branch_name(issue.number, issue.title),
+            stranger=None if trusted else issue.author,
         )
     pull = client.pull_request(target.repo_full_name, target.number)
     mine = pull.author.casefold() == user.login.casefold() and not pull.from_fork
