@@ -4,6 +4,7 @@ model server. The fakes listen on the host's address on Docker's bridge only."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ import docker
 import docker.errors
 import pytest
 from shadowclone.config import HOME_VARIABLE, Paths, default_paths, init_config, set_value
+from shadowclone.fakes.chatgpt import TOKEN_PATH, FakeChatgptLogin
 from shadowclone.fakes.github import FakeGitHub
 from shadowclone.fakes.models import FakeModelServer, Hang, ModelRequest, Reply, Shell, Text
 from shadowclone.node.local import LocalNode, local_node
@@ -313,3 +315,68 @@ def test_a_review_of_a_strangers_pull_request_runs_the_engine_with_the_network_o
     comments = world.github.comments("owner/app", number)
     assert "Looks fine, but it needs tests." in comments[-1].body, "the review was posted"
     assert record.handoffs == 2, "fetched, reviewed off the network, posted"
+
+
+def test_codex_on_a_chatgpt_plan_refreshes_through_the_proxy_and_the_next_clone_goes_on(
+    world: World,
+) -> None:
+    """Two clones on one ChatGPT plan login, the second on a stranger's issue (network-off, so
+    its refresh goes through the egress proxy). Each finds the access token expired; the proxy
+    refreshes it once, keeps the rotated refresh token in the login's state folder, and the
+    second clone refreshes from that one, never from the spent token the owner pasted."""
+    login = FakeChatgptLogin()
+    world.model.login = login
+    world.use("codex")
+    set_value(world.paths, "providers.codex.login", '"chatgpt-plan"')
+    set_value(
+        world.paths, "providers.codex.token_url", f'"{world.model.url_for(world.host)}{TOKEN_PATH}"'
+    )
+    set_up(world.paths, "owner/app", engine="codex", login="chatgpt-plan", visibility="private")
+    pasted = login.auth_json()
+    with world.paths.secrets_file.open("a") as secrets:
+        secrets.write(f"codex_auth_json = '''\n{pasted}\n'''\n")
+    world.github.add_user("stranger", name="A Stranger")
+    world.github.grant("owner/app", "stranger", "read")
+    own = world.issue("Add a greeting")
+    strangers = world.github.create_issue("owner/app", author="stranger", title="Add a farewell")
+    networks: list[str] = []
+
+    def expire_then_note(request: ModelRequest) -> Reply | None:
+        for container in world.client.containers.list(filters={"name": "shadowclone-"}):
+            if not (container.name or "").endswith("-proxy"):
+                networks.append(container.attrs["HostConfig"]["NetworkMode"])
+        login.expire()  # the next request of this clone finds its access token expired
+        return None
+
+    records = []
+    for number, file in ((own, "GREETING.md"), (strangers, "FAREWELL.md")):
+        networks.clear()
+        world.model.rule = expire_then_note
+        world.model.add(
+            Shell(f'echo hello > {file} && cat "$CODEX_HOME/auth.json" > AUTH_SEEN.txt'),
+            Text(f"Wrote {file}."),
+        )
+        login.expire()
+        with serving(world.node, SETTINGS):
+            clone_id = world.node.start(f"owner/app#{number}").id
+            record = world.ended(clone_id)
+            world.gone(clone_id)
+        assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), (
+            record,
+            world.steps(clone_id),
+        )
+        records.append((record, set(networks)))
+
+    assert records[0][1] and "none" not in records[0][1], "the owner's own issue ran open"
+    assert records[1][1] == {"none"}, "the stranger's issue ran network-off"
+    assert len(login.refreshes) >= 2 and all(r.accepted for r in login.refreshes), login.refreshes
+    spent = [r.refresh_token for r in login.refreshes]
+    assert len(spent) == len(set(spent)), "no refresh token was spent twice"
+    assert spent[0] == json.loads(pasted)["tokens"]["refresh_token"]
+    for request in world.model.model_requests():
+        assert "placeholder" not in json.dumps(dict(request.headers))
+    for pull in world.github.pull_requests("owner/app"):
+        assert pull.pull is not None
+        seen = world.github.read_file("owner/app", pull.pull.head_ref, "AUTH_SEEN.txt") or ""
+        assert "shadowclone-placeholder-chatgpt-access-token" in seen
+        assert "fake-access" not in seen and "fake-refresh" not in seen

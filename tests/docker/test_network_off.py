@@ -1,6 +1,7 @@
-"""Network-off clones (R30): from inside, the fake GitHub cannot be reached, directly or
-through the proxy, while the fake model API answers through the proxy; an open clone, run the
-same way, reaches both (so the refusals come from the network, not from the test)."""
+"""Network-off clones: from inside, the fake GitHub cannot be reached, directly or through the
+egress proxy, while the fake model API answers through the proxy, for the holder of the
+clone's egress token only (the run program; the engine, without it, gets 407); an open clone,
+run the same way, reaches both (so the refusals come from the network, not from the test)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ HOST = "host.docker.internal"
 PING = "ping through the egress proxy"
 
 PROBE = r"""
-import json, os, socket, sys, urllib.error, urllib.request
+import base64, json, os, socket, sys, urllib.error, urllib.parse, urllib.request
 
 host, github_port, model_port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 host_ip = sys.argv[5]
@@ -38,25 +39,35 @@ def connect(port, to=host):
     except OSError as error:
         return f"failed: {error}"
 
-def fetch(url, data=None):
+egress = os.environ.get("SHADOWCLONE_EGRESS_PROXY")
+parts = urllib.parse.urlsplit(egress or "")
+relay = f"{parts.hostname}:{parts.port}" if egress else None
+
+def fetch(url, data=None, proxy=egress):
     request = urllib.request.Request(url, data=data, headers=headers)
+    handlers = [urllib.request.ProxyHandler({"http": proxy, "https": proxy} if proxy else {})]
     try:
-        with urllib.request.urlopen(request, timeout=15) as response:
+        with urllib.request.build_opener(*handlers).open(request, timeout=15) as response:
             return {"status": response.status, "body": response.read().decode()[:300]}
     except urllib.error.HTTPError as error:
         return {"status": error.code, "body": error.read().decode()[:300]}
     except OSError as error:
         return {"error": str(error)}
 
-def tunnel(port):
+def tunnel(port, password):
     # What a proxy-aware client does for any target: CONNECT, then speak HTTP inside.
-    proxy = os.environ.get("HTTPS_PROXY")
-    if not proxy:
+    if not relay:
         return {"error": "no proxy"}
-    proxy_host, proxy_port = proxy.removeprefix("http://").rsplit(":", 1)
+    proxy_host, proxy_port = relay.rsplit(":", 1)
+    auth = ""
+    if password is not None:
+        basic = base64.b64encode(f"shadowclone:{password}".encode()).decode()
+        auth = f"Proxy-Authorization: Basic {basic}\r\n"
     try:
         with socket.create_connection((proxy_host, int(proxy_port)), timeout=10) as s:
-            s.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+            s.sendall(
+                f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n{auth}\r\n".encode()
+            )
             answer = s.recv(4096).decode(errors="replace")
             if " 200 " not in answer.split("\r\n")[0]:
                 return {"connect": answer.split("\r\n")[0]}
@@ -71,16 +82,23 @@ def tunnel(port):
     except OSError as error:
         return {"error": str(error)}
 
+no_token = f"http://{relay}" if relay else None
+wrong = f"http://shadowclone:not-the-token@{relay}" if relay else None
 print(json.dumps({
-    "proxy": os.environ.get("HTTPS_PROXY"),
+    "proxy": egress,
+    "proxy_variables": sorted(k for k in os.environ if k.lower().endswith("_proxy")),
     "direct_github": connect(github_port),
     "direct_model": connect(model_port),
     "direct_github_ip": connect(github_port, host_ip),
     "github": fetch(f"http://{host}:{github_port}/api/v3/rate_limit"),
     "github_tls": fetch(f"https://{host}:{github_port}/api/v3/rate_limit"),
     "model": fetch(f"http://{host}:{model_port}/v1/messages", message),
-    "model_tunnel": tunnel(model_port),
-    "github_tunnel": tunnel(github_port),
+    "model_tunnel": tunnel(model_port, parts.password),
+    "github_tunnel": tunnel(github_port, parts.password),
+    "model_no_token": fetch(f"http://{host}:{model_port}/v1/messages", message, no_token),
+    "model_wrong_token": fetch(f"http://{host}:{model_port}/v1/messages", message, wrong),
+    "tunnel_no_token": tunnel(model_port, None),
+    "tunnel_wrong_token": tunnel(model_port, "not-the-token"),
 }))
 """
 
@@ -150,6 +168,7 @@ def test_a_network_off_clone_reaches_the_model_and_nothing_else(
     seen = probe(launcher, tmp_path, NetworkMode.MODEL_ONLY, github, model, image, host_address)
 
     assert seen["proxy"], "the clone is told where its proxy is"
+    assert seen["proxy_variables"] == ["NO_PROXY", "SHADOWCLONE_EGRESS_PROXY", "no_proxy"]
     assert seen["direct_github"].startswith("failed"), seen
     assert seen["direct_model"].startswith("failed"), "no way out but the proxy"
     assert seen["direct_github_ip"].startswith("failed"), "not even by address"
@@ -161,6 +180,13 @@ def test_a_network_off_clone_reaches_the_model_and_nothing_else(
     assert seen["model"]["status"] == 200 and "pong" in seen["model"]["body"], seen
     assert " 200 " in seen["model_tunnel"]["reply"], seen
     assert model.saw_text(f"{PING} ({NetworkMode.MODEL_ONLY})")
+
+    # Without the egress token (the engine's case), the relay lets nothing through.
+    assert seen["model_no_token"]["status"] == 407, seen
+    assert seen["model_wrong_token"]["status"] == 407, seen
+    assert "407" in seen["tunnel_no_token"]["connect"], seen
+    assert "407" in seen["tunnel_wrong_token"]["connect"], seen
+    assert len(model.model_requests()) == 2, "only the two requests with the token arrived"
 
 
 def test_an_open_clone_reaches_both_directly(

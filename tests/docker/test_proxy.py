@@ -1,9 +1,12 @@
 """The egress proxy on its own (no Docker): a real proxy process on a Unix socket forwards
-CONNECT tunnels and absolute-form HTTP only to the allowed host:port, and refuses the rest."""
+CONNECT tunnels and absolute-form HTTP only to the allowed host:port, and only for a client with
+the clone's egress token; it refuses the rest."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -15,6 +18,22 @@ from shadowclone.fakes.models import FakeModelServer
 from shadowclone_docker_launch import proxy
 
 WAIT_S = 30.0
+TOKEN = "egress-token-0123456789"
+AUTH = "Proxy-Authorization: Basic {}\r\n".format(
+    base64.b64encode(f"shadowclone:{TOKEN}".encode()).decode()
+)
+
+
+def start_proxy(allow: str, path: Path, token: str | None = TOKEN) -> subprocess.Popen[str]:
+    env = {key: value for key, value in os.environ.items() if key != proxy.TOKEN_VARIABLE}
+    if token is not None:
+        env[proxy.TOKEN_VARIABLE] = token
+    return subprocess.Popen(
+        [sys.executable, proxy.__file__, "--allow", allow, "--socket", str(path)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 @pytest.fixture
@@ -33,18 +52,7 @@ def elsewhere() -> Iterator[int]:
 @pytest.fixture
 def proxy_socket(tmp_path: Path, model: FakeModelServer) -> Iterator[Path]:
     path = tmp_path / "proxy.sock"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            proxy.__file__,
-            "--allow",
-            f"127.0.0.1:{model.port}",
-            "--socket",
-            str(path),
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_proxy(f"127.0.0.1:{model.port}", path)
     try:
         assert process.stderr is not None
         line = process.stderr.readline()  # "" if it died: then the check below fails
@@ -73,10 +81,10 @@ def message(text: str) -> bytes:
     ).encode()
 
 
-def post(target: str, host: str, body: bytes) -> bytes:
+def post(target: str, host: str, body: bytes, auth: str = AUTH) -> bytes:
     return (
         f"POST {target} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-        f"Proxy-Connection: keep-alive\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"Proxy-Connection: keep-alive\r\n{auth}Content-Length: {len(body)}\r\n\r\n"
     ).encode() + body
 
 
@@ -89,12 +97,13 @@ def test_plain_http_to_the_model_is_forwarded(proxy_socket: Path, model: FakeMod
     assert b"pong" in reply
     seen = model.wait_for_text("hi")
     assert seen.path.startswith("/v1/messages")
+    assert "proxy-authorization" not in seen.headers, "the token goes no further"
 
 
 def test_a_tunnel_to_the_model_is_opened(proxy_socket: Path, model: FakeModelServer) -> None:
     where = f"127.0.0.1:{model.port}"
-    connect = f"CONNECT {where} HTTP/1.1\r\nHost: {where}\r\n\r\n".encode()
-    inner = post("/v1/messages", where, message("tunnelled")).replace(
+    connect = f"CONNECT {where} HTTP/1.1\r\nHost: {where}\r\n{AUTH}\r\n".encode()
+    inner = post("/v1/messages", where, message("tunnelled"), auth="").replace(
         b"Proxy-Connection: keep-alive", b"Connection: close"
     )
     reply = exchange(proxy_socket, connect + inner)
@@ -106,21 +115,62 @@ def test_a_tunnel_to_the_model_is_opened(proxy_socket: Path, model: FakeModelSer
 @pytest.mark.parametrize(
     "request_text",
     [
-        "CONNECT 127.0.0.1:{other} HTTP/1.1\r\n\r\n",
-        "CONNECT github.com:443 HTTP/1.1\r\n\r\n",
-        "CONNECT 127.0.0.1 HTTP/1.1\r\n\r\n",
-        "GET http://127.0.0.1:{other}/ HTTP/1.1\r\nHost: x\r\n\r\n",
-        "GET https://127.0.0.1:{model}/ HTTP/1.1\r\nHost: x\r\n\r\n",
-        "GET http://127.0.0.1.evil:{model}/ HTTP/1.1\r\nHost: x\r\n\r\n",
-        "GET /v1/messages HTTP/1.1\r\nHost: 127.0.0.1:{model}\r\n\r\n",
+        "CONNECT 127.0.0.1:{other} HTTP/1.1\r\n{auth}\r\n",
+        "CONNECT github.com:443 HTTP/1.1\r\n{auth}\r\n",
+        "CONNECT 127.0.0.1 HTTP/1.1\r\n{auth}\r\n",
+        "GET http://127.0.0.1:{other}/ HTTP/1.1\r\nHost: x\r\n{auth}\r\n",
+        "GET https://127.0.0.1:{model}/ HTTP/1.1\r\nHost: x\r\n{auth}\r\n",
+        "GET http://127.0.0.1.evil:{model}/ HTTP/1.1\r\nHost: x\r\n{auth}\r\n",
+        "GET /v1/messages HTTP/1.1\r\nHost: 127.0.0.1:{model}\r\n{auth}\r\n",
     ],
 )
 def test_everything_else_is_refused(
     proxy_socket: Path, model: FakeModelServer, elsewhere: int, request_text: str
 ) -> None:
-    reply = exchange(proxy_socket, request_text.format(other=elsewhere, model=model.port).encode())
+    text = request_text.format(other=elsewhere, model=model.port, auth=AUTH)
+    reply = exchange(proxy_socket, text.encode())
     assert reply.startswith(b"HTTP/1.1 403 Forbidden"), reply[:200]
     assert model.requests == []
+
+
+def basic(credentials: str) -> str:
+    return f"Proxy-Authorization: Basic {base64.b64encode(credentials.encode()).decode()}\r\n"
+
+
+@pytest.mark.parametrize(
+    "auth",
+    [
+        "",
+        basic("shadowclone:not-the-token"),
+        basic(f"shadowclone:{TOKEN}x"),
+        basic("shadowclone:"),
+        basic(TOKEN),
+        f"Proxy-Authorization: Bearer {TOKEN}\r\n",
+        "Proxy-Authorization: Basic !!!not-base64\r\n",
+        f"Authorization: Basic {base64.b64encode(f'shadowclone:{TOKEN}'.encode()).decode()}\r\n",
+    ],
+)
+@pytest.mark.parametrize("kind", ["connect", "plain"])
+def test_without_the_egress_token_nothing_goes_through(
+    proxy_socket: Path, model: FakeModelServer, auth: str, kind: str
+) -> None:
+    """What the engine has: the relay's address, but not the run program's token."""
+    where = f"127.0.0.1:{model.port}"
+    if kind == "connect":
+        request = f"CONNECT {where} HTTP/1.1\r\nHost: {where}\r\n{auth}\r\n".encode()
+    else:
+        request = post(f"http://{where}/v1/messages", where, message("sneaky"), auth=auth)
+    reply = exchange(proxy_socket, request)
+    assert reply.startswith(b"HTTP/1.1 407 Proxy Authentication Required"), reply[:200]
+    assert b'Proxy-Authenticate: Basic realm="shadowclone"' in reply
+    assert model.requests == []
+
+
+def test_a_proxy_without_a_token_does_not_start(tmp_path: Path) -> None:
+    process = start_proxy("127.0.0.1:1", tmp_path / "proxy.sock", token=None)
+    _, err = process.communicate(timeout=WAIT_S)
+    assert process.returncode == 2
+    assert proxy.TOKEN_VARIABLE in err and "Traceback" not in err
 
 
 def test_a_malformed_request_is_refused(proxy_socket: Path) -> None:
@@ -131,15 +181,11 @@ def test_an_allowed_host_that_is_down_gives_502(tmp_path: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as closed:
         port = closed.getsockname()[1]
     path = tmp_path / "proxy.sock"
-    process = subprocess.Popen(
-        [sys.executable, proxy.__file__, "--allow", f"127.0.0.1:{port}", "--socket", str(path)],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_proxy(f"127.0.0.1:{port}", path)
     try:
         assert process.stderr is not None
         assert proxy.READY_LINE in process.stderr.readline()
-        reply = exchange(path, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+        reply = exchange(path, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n{AUTH}\r\n".encode())
         assert reply.startswith(b"HTTP/1.1 502 Bad Gateway")
     finally:
         process.terminate()

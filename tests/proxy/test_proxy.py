@@ -177,7 +177,9 @@ def test_the_logins_and_their_headers() -> None:
         credential_for_login("openai-api-key", {"anthropic_api_key": "k"})
     with pytest.raises(LoginError, match="placeholder"):
         credential_for_login("claude-api-key", {"anthropic_api_key": PLACEHOLDER})
-    with pytest.raises(LoginError, match="cannot serve the login 'chatgpt-plan'"):
+    with pytest.raises(LoginError, match="cannot serve the login 'gemini'"):
+        credential_for_login("gemini", {"codex_auth_json": "{}"})
+    with pytest.raises(LoginError, match="codex_auth_json .* has no tokens"):
         credential_for_login("chatgpt-plan", {"codex_auth_json": "{}"})
     secret = credential_for_login("claude-api-key", {"anthropic_api_key": "sk-secret-42"})
     assert "sk-secret-42" not in repr(secret)
@@ -186,6 +188,8 @@ def test_the_logins_and_their_headers() -> None:
 
 class Renewing:
     """A credential that renews itself once when the provider says 401."""
+
+    problem: str | None = None
 
     def __init__(self) -> None:
         self.token = "old"
@@ -628,7 +632,7 @@ def test_bad_input_is_one_line_and_exit_code_2(case: str, expected: str, tmp_pat
         if case == "no secrets file":
             args["--secrets"] = tmp_path / "missing.toml"
         elif case == "unknown login":
-            args["--login"] = "chatgpt-plan"
+            args["--login"] = "gemini"
         elif case == "missing value":
             args["--secrets"] = write_secrets(tmp_path, openai_api_key="x")
         elif case == "bad upstream":

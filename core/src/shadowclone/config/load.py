@@ -96,8 +96,10 @@ def check(config: Config) -> list[str]:
     for name, provider in config.providers.items():
         if not provider.login:
             problems.append(f"providers.{name}.login: expected the name of a login, got ''")
-        if provider.base_url and not re.match(r"^https?://", provider.base_url):
-            problems.append(f"providers.{name}.base_url: expected an http(s) URL")
+        for key in ("base_url", "token_url"):
+            value = getattr(provider, key)
+            if value is not None and not re.match(r"^https?://[^/?#@\s]+", value):
+                problems.append(f"providers.{name}.{key}: expected an http(s) URL")
     for key in ("url", "api_url"):
         if not re.match(r"^https?://", getattr(config.github, key)):
             problems.append(f"github.{key}: expected an http(s) URL")
@@ -185,6 +187,7 @@ login = "claude-api-key"
 # repositories only).
 login = "openai-api-key"
 # base_url = "https://gateway.example.com/v1"
+# token_url = "https://auth.openai.com/oauth/token"   # where a ChatGPT plan renews its token
 
 [github]
 url = "https://github.com"

@@ -43,6 +43,11 @@ class Paths:
         """One small file per active clone: admission reads these, not every run folder."""
         return self.clones_dir / "active"
 
+    def login_state(self, login: str) -> Path:
+        """The state folder of one login, beside the secrets it grew from: what the clones of
+        a login that renews its tokens keep of them. Host code makes it, never opens it."""
+        return self.secrets_file.parent / "logins" / login
+
     def with_overrides(self, clones: str | None, secrets: str | None) -> Paths:
         return attrs.evolve(
             self,

@@ -16,6 +16,8 @@ class ProviderConfig:
     login: str
     base_url: str | None = None
     model: str | None = None
+    token_url: str | None = None
+    """Where a login that renews its tokens (a ChatGPT plan) does so, when not its own."""
 
 
 @attrs.frozen

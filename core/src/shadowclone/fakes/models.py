@@ -31,6 +31,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import attrs
 
+from shadowclone.fakes.chatgpt import TOKEN_PATH, FakeChatgptLogin
+
 log = logging.getLogger(__name__)
 
 Api = Literal["anthropic", "openai"]
@@ -547,8 +549,12 @@ class FakeModelServer:
         final_text: str = "Done.",
         host: str = "127.0.0.1",
         port: int = 0,
+        login: FakeChatgptLogin | None = None,
     ) -> None:
         self._script: list[Reply] = list(script)
+        self.login = login
+        """When given, model requests need its current access token (else 401), and the server
+        is its token endpoint too (`token_url`)."""
         self.rule = rule
         """Asked before the script for each model request; may be set at any time."""
         self.final_text = final_text
@@ -619,6 +625,11 @@ class FakeModelServer:
     def url_for(self, host: str) -> str:
         """Base URL as seen from elsewhere (`host.docker.internal` for a container)."""
         return f"http://{host}:{self.port}"
+
+    @property
+    def token_url(self) -> str:
+        """The token endpoint of the fake ChatGPT login (`login`)."""
+        return self.url + TOKEN_PATH
 
     # ---- script
 
@@ -793,8 +804,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         request = self._record()
+        login = self.fake.login
+        refused = (
+            login is not None and request.api is not None and not login.accepts(request.headers)
+        )
         try:
-            if request.api is not None and isinstance(request.body, Mapping):
+            if login is not None and request.path == TOKEN_PATH:
+                self.send_json(*login.token_endpoint(request.body))
+            elif refused:
+                error = {"type": "authentication_error", "message": "expired or unknown token"}
+                self.send_json(HTTPStatus.UNAUTHORIZED, {"type": "error", "error": error})
+            elif request.api is not None and isinstance(request.body, Mapping):
                 self.fake.answer(self, request)
             elif request.path == "/v1/messages/count_tokens":
                 tokens = max(1, len(json.dumps(request.body)) // 4)

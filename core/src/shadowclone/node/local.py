@@ -142,7 +142,7 @@ class LocalNode:
         lock = filelock.FileLock(self.paths.start_lock, timeout=START_LOCK_TIMEOUT_S)
         try:
             with lock:
-                api = provider.base_url or registration.default_base_url
+                api = provider.base_url or login.base_url or registration.default_base_url
                 model_host = urlparse(api).netloc if api else None
                 return self._admit(target, engine_name, login, instructions, model_host)
         except filelock.Timeout:
@@ -198,7 +198,8 @@ class LocalNode:
             github_url=self.config.github.url,
             github_api_url=self.config.github.api_url,
             requested_at=at,
-            base_url=self.config.providers[engine].base_url,
+            base_url=self.config.providers[engine].base_url or login.base_url,
+            token_url=self.config.providers[engine].token_url or login.token_url,
             model=self.config.providers[engine].model,
             one_at_a_time=login.one_at_a_time,
             model_host=model_host,

@@ -151,6 +151,9 @@ class Request:
     """The login allows one clone at a time (a ChatGPT plan): serve runs these one by one."""
     model_host: str | None = None
     """host[:port] of the model provider's API: all a network-off review may reach (R30)."""
+    token_url: str | None = None
+    """Where the login renews its tokens (a ChatGPT plan): the run program's side reaches it,
+    network-off or not."""
     instructions: str = ""
     """Extra words from the owner for the engine, beside the issue itself."""
     ask_timeout_s: float = 30 * 60

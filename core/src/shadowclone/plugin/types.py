@@ -198,6 +198,12 @@ class LaunchSpec:
     network: NetworkMode = NetworkMode.OPEN
     model_host: str | None = None
     """With MODEL_ONLY: the host[:port] of the provider's API, the only reachable address."""
+    auth_host: str | None = None
+    """With MODEL_ONLY: the host[:port] where the login renews its tokens, if it does; reachable
+    by the run program's side only, as the model's host is."""
+    login_state: Path | None = None
+    """The login's state folder (it outlives the clone: a ChatGPT plan keeps its rotated tokens
+    there): mounted read-write where the run program finds it, never opened by the host."""
     labels: Mapping[str, str] = attrs.field(factory=dict)
     cpus: float | None = None
     memory: str | None = None
@@ -335,6 +341,12 @@ class SecretProviderRegistration:
     """At most one clone at a time may use this login (a ChatGPT plan's rotating tokens)."""
     private_repos_only: bool = False
     """Never used on a public repository."""
+    base_url: str | None = None
+    """The API this login reaches when the config names none, where it is not the engine's
+    default (a ChatGPT plan reaches ChatGPT's backend, not the OpenAI API)."""
+    token_url: str | None = None
+    """Where this login renews its tokens, for a login that does (the run program's side
+    only; a network-off clone may reach its host too)."""
 
 
 Registration = (

@@ -63,6 +63,8 @@ def shadowclone_secret_providers() -> Iterator[SecretProviderRegistration]:
         engine="codex",
         one_at_a_time=True,
         private_repos_only=True,
+        base_url="https://chatgpt.com/backend-api/codex",
+        token_url="https://auth.openai.com/oauth/token",
         secrets=(
             Secret(
                 key="codex_auth_json",

@@ -16,17 +16,19 @@ from shadowclone.proxy.credentials import (
     Credential,
     LoginError,
     StaticCredential,
-    credential_for_login,
 )
+from shadowclone.proxy.logins import PROXIED_LOGINS, credential_for_login, engine_files
 from shadowclone.proxy.server import ModelProxy, ProxyError
 
 __all__ = [
     "ENGINE_AUTH_HEADERS",
     "PLACEHOLDERS",
+    "PROXIED_LOGINS",
     "Credential",
     "LoginError",
     "ModelProxy",
     "ProxyError",
     "StaticCredential",
     "credential_for_login",
+    "engine_files",
 ]

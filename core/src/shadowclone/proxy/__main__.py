@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from shadowclone.errors import ShadowcloneError
-from shadowclone.proxy.credentials import credential_for_login
+from shadowclone.proxy.logins import credential_for_login
 from shadowclone.proxy.server import ModelProxy
 from shadowclone.run.secrets import Secrets
 
@@ -44,6 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--port", type=int, help="listen on this TCP port (0: any free one)")
     parser.add_argument("--host", default="127.0.0.1", help="TCP address (default 127.0.0.1)")
     parser.add_argument("--outbound-proxy", help="HTTP(S) proxy URL to reach the provider")
+    parser.add_argument(
+        "--login-state", type=Path, help="the login's state folder (a ChatGPT plan's tokens)"
+    )
+    parser.add_argument("--token-url", help="where the login renews its tokens")
     return parser
 
 
@@ -72,7 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE_ERROR
     try:
         secrets = Secrets.read(args.secrets)
-        credential = credential_for_login(args.login, secrets.values)
+        credential = credential_for_login(
+            args.login,
+            secrets.values,
+            state_dir=args.login_state,
+            token_url=args.token_url,
+            outbound_proxy=args.outbound_proxy,
+        )
         proxy = ModelProxy(args.upstream, credential, outbound_proxy=args.outbound_proxy)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         # The proxy logs each request itself; httpx2 would log the whole URL, query included.

@@ -24,7 +24,7 @@ PLACEHOLDERS: Mapping[str, str] = {
 """The value the engine gets in place of each secret (keys as in `shadowclone.providers`).
 
 Clearly fake, so a leaked one is recognisable and worthless. The ChatGPT plan login
-(`codex_auth_json`, a whole auth.json) gets its placeholder with its refreshing credential."""
+(`codex_auth_json`, a whole auth.json) gets a file of placeholders instead (`engine_files`)."""
 
 ENGINE_AUTH_HEADERS: frozenset[str] = frozenset(
     {"x-api-key", "authorization", "proxy-authorization", "chatgpt-account-id", "cookie"}
@@ -49,6 +49,9 @@ class LoginError(BadInput):
 class Credential(Protocol):
     """The real credential for one provider, held by the trusted side only."""
 
+    problem: str | None
+    """Why the credential stopped working (for the clone's report), or None."""
+
     async def headers(self) -> Mapping[str, str]:
         """Headers (lower-case names) to set on the next upstream request."""
         ...
@@ -63,6 +66,8 @@ class Credential(Protocol):
 class StaticCredential:
     """A credential that never changes: an API key or a long-lived token."""
 
+    problem: str | None = None
+
     def __init__(self, headers: Mapping[str, str]) -> None:
         self._headers = {name.lower(): value for name, value in headers.items()}
 
@@ -76,28 +81,10 @@ class StaticCredential:
         return f"StaticCredential(headers={sorted(self._headers)})"
 
 
-def _value(values: Mapping[str, str], key: str, login: str) -> str:
+def secret_value(values: Mapping[str, str], key: str, login: str) -> str:
     value = values.get(key, "").strip()
     if not value:
         raise LoginError(f"the secrets file has no value for {key} (the {login} login)")
     if value.startswith(PLACEHOLDER_PREFIX):
         raise LoginError(f"{key} in the secrets file is a placeholder, not the real value")
     return value
-
-
-def credential_for_login(login_name: str, values: Mapping[str, str]) -> Credential:
-    """The credential of a built-in login (`shadowclone.providers`), from the secrets values.
-
-    `chatgpt-plan` is not served yet: its tokens expire, so it needs a credential whose
-    `refreshed` renews them from auth.json; it plugs in here.
-    """
-    if login_name == "claude-api-key":
-        return StaticCredential({"x-api-key": _value(values, "anthropic_api_key", login_name)})
-    if login_name == "claude-subscription":
-        token = _value(values, "claude_code_oauth_token", login_name)
-        return StaticCredential({"authorization": f"Bearer {token}", "anthropic-beta": OAUTH_BETA})
-    if login_name == "openai-api-key":
-        token = _value(values, "openai_api_key", login_name)
-        return StaticCredential({"authorization": f"Bearer {token}"})
-    known = "claude-api-key, claude-subscription, openai-api-key"
-    raise LoginError(f"the model proxy cannot serve the login {login_name!r} (it serves {known})")

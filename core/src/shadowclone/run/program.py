@@ -45,7 +45,13 @@ from shadowclone.plugin.types import (
     ReviewContext,
     SecretProviderRegistration,
 )
-from shadowclone.proxy import PLACEHOLDERS, ModelProxy, credential_for_login
+from shadowclone.proxy import (
+    PLACEHOLDERS,
+    PROXIED_LOGINS,
+    ModelProxy,
+    credential_for_login,
+    engine_files,
+)
 from shadowclone.run.ask import ask_command
 from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
 from shadowclone.run.drive import EngineResult, supervise_engine
@@ -74,8 +80,10 @@ PRIVATE_AREA = "private"
 ASK_OUTBOX = "asks.jsonl"
 UNTRUSTED_END = "</untrusted-issue"
 """The untrusted text's closing tag; the text cannot close it early."""
-PROXIED_LOGINS = frozenset({"claude-api-key", "claude-subscription", "openai-api-key"})
-"""Logins the model proxy serves: the engine gets a placeholder, never the credential."""
+EGRESS_VARIABLE = "SHADOWCLONE_EGRESS_PROXY"
+"""A network-off clone's way out (a proxy URL with its token), for the run program alone."""
+LOGIN_STATE_VARIABLE = "SHADOWCLONE_LOGIN_STATE"
+"""The login's state folder, which outlives the clone (a ChatGPT plan's rotated tokens)."""
 
 
 class Stopped(Exception):
@@ -91,8 +99,14 @@ class CloneRun:
         workspace_path: Path,
         registry: Registry,
         identity: EngineIdentity | None = None,
+        *,
+        egress_proxy: str | None = None,
+        login_state: Path | None = None,
     ) -> None:
         self.folder = folder
+        self.egress_proxy = egress_proxy
+        """How a network-off clone reaches the model's host; only the run program holds it."""
+        self.login_state = login_state
         self.request = request
         self.secrets = secrets
         self.workspace_path = workspace_path
@@ -306,10 +320,19 @@ class CloneRun:
             env = self.secrets.engine_env(login, state_dir)
             if self.request.base_url and engine.base_url_env:
                 env[engine.base_url_env] = self.request.base_url
+            if self.egress_proxy:  # no proxy between: the engine goes out the clone's way
+                env.update({name: self.egress_proxy for name in PROXY_VARIABLES})
             return env
         if self.model_proxy is None:
-            credential = credential_for_login(login.name, self.secrets.values)
-            proxy = ModelProxy(upstream, credential, outbound_proxy=outbound_proxy(upstream))
+            outbound = self.egress_proxy or outbound_proxy(upstream)
+            credential = credential_for_login(
+                login.name,
+                self.secrets.values,
+                state_dir=self.login_state,
+                token_url=self.request.token_url,
+                outbound_proxy=outbound,
+            )
+            proxy = ModelProxy(upstream, credential, outbound_proxy=outbound)
             await proxy.start_tcp()
             self.model_proxy = proxy
             self.progress.note(
@@ -317,6 +340,9 @@ class CloneRun:
                 f"the engine reaches {upstream} through the model proxy, which holds the login",
             )
         env = {secret.env: PLACEHOLDERS[secret.key] for secret in login.secrets if secret.env}
+        for name, text in engine_files(self.model_proxy.credential).items():
+            (state_dir / name).write_text(text, encoding="utf-8")
+        self.identity.share(state_dir)
         env[engine.base_url_env] = self.model_proxy.engine_base_url
         return env
 
@@ -450,6 +476,8 @@ class CloneRun:
         rows = [f"shadowclone report: {target}", f"outcome: {result.outcome}"]
         if result.detail and result.outcome is not Outcome.DONE:
             rows.append(f"why: {result.detail.strip()[-2000:]}")
+        if self.model_proxy is not None and self.model_proxy.credential.problem:
+            rows.append(f"login: {self.model_proxy.credential.problem}")
         if saved is not None:
             rows.append(f"saved: {saved.note}")
             if saved.pr_url:
@@ -480,6 +508,9 @@ class CloneRun:
             return ""
         cost = f", ${sum(costs):.4f}" if costs else ""
         return f"usage: {tokens_in} tokens in, {tokens_out} out{cost}"
+
+
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
 
 
 def outbound_proxy(upstream: str) -> str | None:
@@ -552,6 +583,9 @@ async def run_clone(
     workspace_path: Path | None = None,
     registry: Registry | None = None,
     identity: EngineIdentity | None = None,
+    *,
+    egress_proxy: str | None = None,
+    login_state: Path | None = None,
 ) -> int:
     """Run the clone of `folder` to its end; returns the exit code."""
     request = folder.request()
@@ -574,6 +608,8 @@ async def run_clone(
         workspace_path or folder.path / "workspace",
         registry or load_registry(),
         identity,
+        egress_proxy=egress_proxy,
+        login_state=login_state,
     )
     return await run.run()
 
@@ -587,6 +623,8 @@ def main(argv: list[str] | None = None) -> int:
     folder = RunFolder(_env_path(RUN_FOLDER_VARIABLE, DEFAULT_RUN_FOLDER))
     secrets_file = _env_path(SECRETS_VARIABLE, DEFAULT_SECRETS_FILE)
     workspace = os.environ.get(WORKSPACE_VARIABLE)
+    egress_proxy = os.environ.get(EGRESS_VARIABLE) or None
+    login_state = os.environ.get(LOGIN_STATE_VARIABLE)
     try:
         identity = engine_identity()
     except ShadowcloneError as error:
@@ -602,7 +640,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return asyncio.run(
             run_clone(
-                folder, secrets_file, Path(workspace) if workspace else None, identity=identity
+                folder,
+                secrets_file,
+                Path(workspace) if workspace else None,
+                identity=identity,
+                egress_proxy=egress_proxy,
+                login_state=Path(login_state) if login_state else None,
             )
         )
     except ShadowcloneError as error:

@@ -410,6 +410,10 @@ class Server:
         model_host = request.model_host
         if model_host is None and request.base_url:
             model_host = urlparse(request.base_url).netloc or None
+        login_state = None
+        if request.token_url:
+            login_state = self.paths.login_state(request.login)
+            login_state.mkdir(mode=0o700, parents=True, exist_ok=True)
         return LaunchSpec(
             clone_id=clone.id,
             run_folder=clone.folder.path,
@@ -417,6 +421,8 @@ class Server:
             image=request.image,
             network=network,
             model_host=model_host,
+            auth_host=urlparse(request.token_url).netloc or None if request.token_url else None,
+            login_state=login_state,
             labels={LABEL_CLONE: clone.id, LABEL_TARGET: request.target.key},
             cpus=self.config.limits.cpus,
             memory=self.config.limits.memory,

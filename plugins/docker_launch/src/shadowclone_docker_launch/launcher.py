@@ -22,13 +22,20 @@ hands it the run folder and copies the secrets to an in-memory tmpfs at /run/clo
 whose uid is the engine user's is refused: the image must be built with another. Docker's init
 stays root and needs KILL to hand the stop signal to the clone.
 
+A login that renews its tokens (a ChatGPT plan) has a state folder on the host
+(`LaunchSpec.login_state`), mounted at /clone/login-state for the run program; for a root owner
+a subfolder of it is handed to the `clone` user, so no host user of that uid can reach it.
+
 Network: an open clone is on Docker's default bridge and reaches servers on the host at
-host.docker.internal. A network-off clone (`NetworkMode.MODEL_ONLY`, R30) has no network but
+host.docker.internal. A network-off clone (`NetworkMode.MODEL_ONLY`) has no network but
 loopback; its one way out is an egress proxy container (`proxy.py`, run from the clone image)
-on the default bridge, which forwards only to the spec's model host. The proxy listens on a
-Unix socket in a volume the two share, and a relay in the clone (image/clone-entry) listens on
-127.0.0.1:3128, where HTTPS_PROXY and HTTP_PROXY point the clone's programs. (An internal
-Docker network is not enough: from one, a container still reaches every address of the host.)
+on the default bridge, which forwards only to the spec's model host (and the login's token
+host), and only for a client holding the clone's egress token. The proxy listens on a Unix
+socket in a volume the two share, and a relay in the clone (image/clone-entry) listens on
+127.0.0.1:3128. The run program alone gets the token, in SHADOWCLONE_EGRESS_PROXY: its model
+proxy goes out that way, and the engine, which reaches the model only through the run
+program's model proxy, cannot use the relay. (An internal Docker network is not enough: from
+one, a container still reaches every address of the host.)
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import contextlib
 import logging
 import math
 import os
+import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -61,6 +69,7 @@ LABEL_EGRESS_OF = "shadowclone.egress-of"
 
 RUN_FOLDER = "/clone/run"
 SECRETS_FILE = "/clone/secrets.toml"
+LOGIN_STATE = "/clone/login-state"
 HOME = "/home/clone"
 PRIVATE = "/run/clone"
 """The in-memory folder where the image's entry point copies the secrets of a root owner."""
@@ -70,6 +79,9 @@ CAPABILITIES = ("CHOWN", "SETUID", "SETGID", "KILL")
 """All a clone's container gets: what its run program needs to start the engine as another user
 and stop it (image/clone-entry). Docker's init uses KILL to hand on the stop signal."""
 OWNER_VARIABLE = "SHADOWCLONE_OWNER"
+EGRESS_VARIABLE = "SHADOWCLONE_EGRESS_PROXY"
+"""The run program's way out of a network-off clone: the relay's URL with the egress token."""
+LOGIN_STATE_VARIABLE = "SHADOWCLONE_LOGIN_STATE"
 """The owner's `uid:gid`, for the image's entry point."""
 ENGINE_USER_VARIABLE = "SHADOWCLONE_ENGINE_USER"
 """Where the image names its engine user's `uid:gid` (image/Dockerfile)."""
@@ -77,8 +89,10 @@ EGRESS_FOLDER = "/egress"
 """Where the proxy's socket volume is mounted, in the proxy and in the clone (the image makes
 the folder, owned by `clone`, so a new volume starts out writable by the proxy)."""
 EGRESS_SOCKET = f"{EGRESS_FOLDER}/proxy.sock"
-RELAY_URL = "http://127.0.0.1:3128"
+RELAY_ADDRESS = "127.0.0.1:3128"
 """Where the clone's relay listens (image/clone-entry)."""
+EGRESS_USER = "shadowclone"
+"""The user name in the egress proxy URL; the password is the clone's egress token."""
 HOST_GATEWAY = {"host.docker.internal": "host-gateway"}
 
 TAIL_LINES = 40
@@ -158,17 +172,19 @@ class DockerLauncher:
             "SHADOWCLONE_CLONE_ID": spec.clone_id,
             OWNER_VARIABLE: "{}:{}".format(*self.owner),
         }
+        if spec.login_state is not None:
+            environment[LOGIN_STATE_VARIABLE] = LOGIN_STATE
         options: dict[str, Any] = {}
         mounts = self._mounts(spec)
         if spec.network is NetworkMode.MODEL_ONLY:
-            self._start_proxy(spec)
+            token = secrets.token_urlsafe(32)
+            self._start_proxy(spec, token)
             options["network_mode"] = "none"
             mounts.append(
                 Mount(EGRESS_FOLDER, volume_name(spec.clone_id), type="volume", read_only=True)
             )
             environment["SHADOWCLONE_EGRESS_SOCKET"] = EGRESS_SOCKET
-            for variable in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
-                environment[variable] = environment[variable.lower()] = RELAY_URL
+            environment[EGRESS_VARIABLE] = f"http://{EGRESS_USER}:{token}@{RELAY_ADDRESS}"
             environment["NO_PROXY"] = environment["no_proxy"] = "localhost,127.0.0.1,::1"
         else:
             options["extra_hosts"] = HOST_GATEWAY
@@ -308,9 +324,24 @@ class DockerLauncher:
             mounts.append(
                 Mount(SECRETS_FILE, str(spec.secrets_file.absolute()), type="bind", read_only=True)
             )
+        if spec.login_state is not None:
+            mounts.append(Mount(LOGIN_STATE, str(self._login_state(spec.login_state)), type="bind"))
         return mounts
 
-    def _start_proxy(self, spec: LaunchSpec) -> None:
+    def _login_state(self, folder: Path) -> Path:
+        """The folder to mount as the login's state: the one serve made, or, for a root owner,
+        a subfolder of it handed to the `clone` user (its parent stays root's 0700, so a host
+        user with the clone's uid cannot reach it)."""
+        folder = folder.absolute()
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.owner[0] != 0:
+            return folder
+        inner = folder / f"uid-{CLONE_UID}"
+        inner.mkdir(mode=0o700, exist_ok=True)
+        os.chown(inner, CLONE_UID, CLONE_UID, follow_symlinks=False)
+        return inner
+
+    def _start_proxy(self, spec: LaunchSpec, token: str) -> None:
         """The egress proxy of a network-off clone, and the volume of its socket."""
         if not spec.model_host:
             raise Refused(
@@ -325,7 +356,12 @@ class DockerLauncher:
             helper = self.client.containers.create(
                 spec.image,
                 entrypoint=["python3", "-c", Path(proxy.__file__).read_text(encoding="utf-8")],
-                command=["--allow", spec.model_host, "--socket", EGRESS_SOCKET],
+                command=[
+                    *("--allow", spec.model_host),
+                    *(("--allow", spec.auth_host) if spec.auth_host else ()),
+                    *("--socket", EGRESS_SOCKET),
+                ],
+                environment={proxy.TOKEN_VARIABLE: token},
                 name=proxy_name(spec.clone_id),
                 labels={**labels, LABEL_PROXY_OF: spec.clone_id},
                 mounts=[Mount(EGRESS_FOLDER, volume_name(spec.clone_id), type="volume")],

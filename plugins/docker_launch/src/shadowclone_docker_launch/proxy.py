@@ -6,10 +6,11 @@ relay in the clone (image/clone-entry) carries the clone's proxy connections to 
 the clone's only way out. (An internal Docker network would not do: from one, a container
 still reaches every address of the host itself.)
 
-It takes the standard proxy requests engines send when HTTPS_PROXY / HTTP_PROXY are set:
-CONNECT host:port (a TLS tunnel, or any tunnel) and absolute-form plain HTTP (`GET
-http://host:port/path`). Either is forwarded only if host:port is an allowed one; everything
-else gets 403 and is logged.
+It takes the standard proxy requests a client sends when given a proxy URL: CONNECT host:port
+(a TLS tunnel, or any tunnel) and absolute-form plain HTTP (`GET http://host:port/path`). Each
+must carry the clone's egress token as Basic proxy credentials (anything else gets 407): the
+clone's run program holds the token, its engine does not. A request is forwarded only if
+host:port is an allowed one; everything else gets 403 and is logged.
 
 The launcher runs this file's source with the clone image's Python (`python3 -c SOURCE --allow
 HOST[:PORT] --socket PATH`), so it uses the standard library only and the image need not
@@ -20,7 +21,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import binascii
 import contextlib
+import hmac
 import logging
 import os
 import sys
@@ -33,6 +37,8 @@ HEAD_LIMIT = 64 * 1024
 CONNECT_TIMEOUT_S = 20.0
 READY_LINE = "egress proxy listening"
 """Logged once the proxy accepts connections; the launcher waits for it."""
+TOKEN_VARIABLE = "SHADOWCLONE_EGRESS_TOKEN"
+"""The variable the launcher hands the clone's egress token in."""
 HOP_BY_HOP = {b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive"}
 
 
@@ -53,9 +59,33 @@ def split_target(target: str, default_port: int) -> tuple[str, int] | None:
     return host.strip("[]").lower(), int(port)
 
 
+def proxy_token(head: bytes) -> str | None:
+    """The password of the Basic Proxy-Authorization header of a request head, if any."""
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() != b"proxy-authorization":
+            continue
+        scheme, _, encoded = value.strip().partition(b" ")
+        if scheme.lower() != b"basic":
+            return None
+        try:
+            decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return decoded.partition(":")[2]
+    return None
+
+
 class EgressProxy:
-    def __init__(self, allowed: Sequence[str]) -> None:
+    def __init__(self, allowed: Sequence[str], token: str) -> None:
+        if not token:
+            raise ValueError("an egress proxy needs a token")
         self.allowed = [parse_allowed(item) for item in allowed]
+        self.token = token.encode()
+
+    def authorized(self, head: bytes) -> bool:
+        given = proxy_token(head)
+        return given is not None and hmac.compare_digest(given.encode(), self.token)
 
     def permits(self, host: str, port: int) -> bool:
         return any(host == h and port in ports for h, ports in self.allowed)
@@ -72,6 +102,9 @@ class EgressProxy:
             await self._refuse(writer, 400, "Bad Request", request_line.decode("latin-1"))
             return
         method, target, version = parts
+        if not self.authorized(head):
+            await self._refuse(writer, 407, "Proxy Authentication Required", f"{method} {target}")
+            return
         if method == "CONNECT":
             where = split_target(target, 443)
             if where is None or not self.permits(*where):
@@ -120,9 +153,10 @@ class EgressProxy:
     ) -> None:
         log.warning("refused %s (%s)", what, code)
         body = f"shadowclone egress proxy: {reason.lower()}: {what}\n".encode()
+        challenge = 'Proxy-Authenticate: Basic realm="shadowclone"\r\n' if code == 407 else ""
         with contextlib.suppress(ConnectionError):
             writer.write(
-                f"HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\n"
+                f"HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\n{challenge}"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
                 + body
             )
@@ -150,8 +184,8 @@ class EgressProxy:
             each.close()
 
 
-async def serve(allowed: Sequence[str], socket_path: str) -> None:
-    proxy = EgressProxy(allowed)
+async def serve(allowed: Sequence[str], socket_path: str, token: str) -> None:
+    proxy = EgressProxy(allowed, token)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(socket_path)  # left by an earlier proxy of this clone
     server = await asyncio.start_unix_server(proxy.handle, socket_path, limit=HEAD_LIMIT)
@@ -167,8 +201,11 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--socket", required=True, help="the Unix socket to listen on")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    token = os.environ.pop(TOKEN_VARIABLE, "")
+    if not token:
+        parser.error(f"{TOKEN_VARIABLE} is not set: the proxy lets nobody through without it")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.allow, args.socket))
+        asyncio.run(serve(args.allow, args.socket, token))
     return 0
 
 

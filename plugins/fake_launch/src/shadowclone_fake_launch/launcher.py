@@ -46,6 +46,7 @@ STATE_VARIABLE = "SHADOWCLONE_FAKE_LAUNCH_DIR"
 
 RUN_FOLDER_VARIABLE = "SHADOWCLONE_RUN_FOLDER"
 SECRETS_VARIABLE = "SHADOWCLONE_SECRETS_FILE"
+LOGIN_STATE_VARIABLE = "SHADOWCLONE_LOGIN_STATE"
 CLONE_ID_VARIABLE = "SHADOWCLONE_CLONE_ID"
 
 RUN_PROGRAM = "shadowclone.run"
@@ -202,6 +203,8 @@ class FakeLauncher:
                 CLONE_ID_VARIABLE: spec.clone_id,
             }
         )
+        if spec.login_state is not None:
+            env[LOGIN_STATE_VARIABLE] = str(spec.login_state)
         write_atomic(
             folder / keeper.LAUNCH_FILE,
             json.dumps(
