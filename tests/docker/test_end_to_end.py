@@ -34,6 +34,7 @@ WAIT_S = 240.0
 SETTINGS = ServeSettings(stop_grace_s=20.0, kill_grace_s=10.0, status_poll_s=0.3, rescan_s=1.0)
 ANTHROPIC_KEY = "sk-ant-api03-e2e0docker0key0abcdefghijklmnopqrstuvwxyz"
 OPENAI_KEY = "sk-proj-e2e0docker0key0abcdefghijklmnopqrstuvwxyz0123"
+OAUTH_TOKEN = "sk-ant-oat01-e2e0docker0subscription0abcdefghijklmnopqrstu"
 MESSAGE = "Please also add a line saying hi to docker."
 
 
@@ -64,7 +65,7 @@ class World:
     def launcher(self) -> DockerLauncher:
         return DockerLauncher(self.paths.clones_dir, client=self.client)
 
-    def use(self, engine: str) -> None:
+    def use(self, engine: str, login: str | None = None) -> None:
         set_value(self.paths, "engine", f'"{engine}"')
         base_url = self.model.url_for(self.host)
         set_value(
@@ -76,7 +77,8 @@ class World:
             # As the engine tests: Codex's default model turns on tools (a JavaScript `exec`
             # around the others) that the fake model server does not speak.
             set_value(self.paths, "providers.codex.model", '"shadowclone-fake-model"')
-        login = "openai-api-key" if engine == "codex" else "claude-api-key"
+        login = login or ("openai-api-key" if engine == "codex" else "claude-api-key")
+        set_value(self.paths, f"providers.{engine}.login", f'"{login}"')
         set_up(self.paths, "owner/app", engine=engine, login=login)
 
     def issue(self, title: str) -> int:
@@ -148,7 +150,7 @@ def world(
         github.create_repo("owner/app", files={"README.md": "# app\n"})
         paths.secrets_file.write_text(
             f'github_token = "{token}"\nanthropic_api_key = "{ANTHROPIC_KEY}"\n'
-            f'openai_api_key = "{OPENAI_KEY}"\n'
+            f'openai_api_key = "{OPENAI_KEY}"\nclaude_code_oauth_token = "{OAUTH_TOKEN}"\n'
         )
         paths.secrets_file.chmod(0o600)
         world = World(paths, github, model, client, token, host_address)
@@ -177,11 +179,14 @@ def script(model: FakeModelServer, *replies: Reply, on_message: Reply | None = N
     model.rule = rule
 
 
-@pytest.mark.parametrize("engine", ["claude", "codex"])
+@pytest.mark.parametrize(
+    ("engine", "login"),
+    [("claude", "claude-api-key"), ("claude", "claude-subscription"), ("codex", "openai-api-key")],
+)
 def test_a_clone_in_a_container_opens_a_pull_request_and_hears_a_message_mid_run(
-    world: World, engine: str
+    world: World, engine: str, login: str
 ) -> None:
-    world.use(engine)
+    world.use(engine, login)
     number = world.issue("Add a greeting")
     script(
         world.model,
@@ -207,11 +212,16 @@ def test_a_clone_in_a_container_opens_a_pull_request_and_hears_a_message_mid_run
     assert f"Closes #{number}" in pull.body
     # The engine held a placeholder; the model proxy gave the provider the real key each time.
     seen = world.github.read_file("owner/app", pull.pull.head_ref, "ENGINE_ENV.txt") or ""
-    assert "shadowclone-placeholder" in seen
-    assert ANTHROPIC_KEY not in seen and OPENAI_KEY not in seen and world.token not in seen
+    if login != "claude-subscription":  # Claude Code keeps that token from its tools' env
+        assert "shadowclone-placeholder" in seen
+    for secret in (ANTHROPIC_KEY, OPENAI_KEY, OAUTH_TOKEN, world.token):
+        assert secret not in seen
     requests = world.model.model_requests()
-    if engine == "claude":
+    if login == "claude-api-key":
         assert all(r.headers.get("x-api-key") == ANTHROPIC_KEY for r in requests)
+    elif login == "claude-subscription":
+        assert all(r.headers.get("authorization") == f"Bearer {OAUTH_TOKEN}" for r in requests)
+        assert all("x-api-key" not in r.headers for r in requests)
     else:
         assert all(r.headers.get("authorization") == f"Bearer {OPENAI_KEY}" for r in requests)
 
