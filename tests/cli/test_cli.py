@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import click
 from shadowclone.config import Paths
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Question, Record, State, Step
@@ -187,3 +190,48 @@ def test_get_shows_why_serve_ended_a_clone(cli: Cli, home: Paths) -> None:
     shown = cli("get", clone_id).out
     assert "reason    the clone exited with no final line" in shown
     assert "exit code 3" in shown and "  Traceback: boom" in shown
+
+
+def test_the_listed_short_help_is_each_command_s_own() -> None:
+    """`--help` lists commands without importing them; what it shows must stay true."""
+    from shadowclone.cli import COMMANDS, cli
+
+    context = click.Context(cli)
+    for name, (_, _, short) in COMMANDS.items():
+        command = cli.get_command(context, name)
+        assert command is not None and command.name == name
+        assert command.get_short_help_str(limit=len(short)) == short, name
+
+
+def test_the_version_and_help_import_no_command() -> None:
+    """Only the command that runs is imported (the GitHub client, the MCP SDK and rich cost a
+    third of a second), and `--version` reads no package metadata."""
+    probe = (
+        "import sys\n"
+        "from shadowclone.cli import main\n"
+        "assert main(['--version']) == 0 and main(['--help']) == 0\n"
+        "heavy = {'github', 'mcp', 'rich', 'shadowclone.cli.app', 'importlib.metadata',\n"
+        "         'shadowclone.plugin.manager', 'shadowclone.node.local'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_listing_clones_loads_no_plugin() -> None:
+    probe = (
+        "import sys, tempfile, os\n"
+        "os.environ['SHADOWCLONE_HOME'] = tempfile.mkdtemp()\n"
+        "from shadowclone.cli import main\n"
+        "main(['config', 'init'])\n"
+        "before = set(sys.modules)\n"
+        "assert main(['list']) == 0\n"
+        "loaded = {'github', 'mcp', 'shadowclone.plugin.manager'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr

@@ -207,13 +207,9 @@ def make_serve_home(root: Path, parallel: int) -> tuple[Paths, dict[str, str]]:
 
 
 SERVE_PROGRAM = (
-    "import sys\n"
-    "from shadowclone.cli import cli, main\n"
-    "from shadowclone.cli.serve_cmd import serve\n"
-    "cli.add_command(serve)\n"
-    "sys.exit(main(['serve', *sys.argv[1:]]))\n"
+    "import sys\nfrom shadowclone.cli import main\nsys.exit(main(['serve', *sys.argv[1:]]))\n"
 )
-"""`shadowclone serve`, with the command registered even where the CLI does not list it yet."""
+"""`shadowclone serve` in a new process of this Python."""
 
 
 @attrs.define

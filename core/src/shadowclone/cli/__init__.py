@@ -6,46 +6,79 @@ operation, 2 for bad input. Nothing prints a traceback for those.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from shadowclone import __version__
-from shadowclone.cli import (
-    clones,
-    config_cmd,
-    demo,
-    image_cmd,
-    mcp_cmd,
-    plugins_cmd,
-    serve_cmd,
-    service_cmd,
-    setup_cmd,
-)
-from shadowclone.cli.app import App
 from shadowclone.errors import ShadowcloneError
 
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "setup": ("setup_cmd", "setup", "Prepare a repository for clones on this machine; changes..."),
+    "start": ("clones", "start", "Queue a clone on TARGET: owner/repo#N, or an issue or pull..."),
+    "list": ("clones", "list_", "List active clones and the most recent others."),
+    "get": ("clones", "get", "Show one clone: state, target, question, pull request, last..."),
+    "send": ("clones", "send", "Send a message to a running or queued clone."),
+    "answer": (
+        "clones",
+        "answer",
+        "Answer a clone's open question with one of its options (or its...",
+    ),
+    "stop": ("clones", "stop", "Stop a clone: a queued one never starts, a running one is..."),
+    "config": ("config_cmd", "config", "Show, create or edit the config file."),
+    "plugins": (
+        "plugins_cmd",
+        "plugins",
+        "List every plugin: name, family, distribution, version and...",
+    ),
+    "serve": (
+        "serve_cmd",
+        "serve",
+        "Start queued clones, deliver messages and answers, and record...",
+    ),
+    "mcp": ("mcp_cmd", "mcp", "Serve start, list, get, send, answer and stop to your..."),
+    "image": ("image_cmd", "image", "The clone image: build it here if you do not pull the..."),
+    "service": (
+        "service_cmd",
+        "service",
+        "Install, remove or inspect the service that keeps `shadowclone...",
+    ),
+    "demo": ("demo", "demo", "Run one whole clone against a local fake GitHub: no account,..."),
+}
+"""Each command: its module in this package, its object there, and its short help as `--help`
+lists it (a test keeps it equal to the command's own). A command's module, and what it
+imports (the GitHub client, the MCP SDK, rich...), is imported only when that command runs."""
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group that imports a command's module only when the command is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[cmd_name]
+        command = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="shadowclone")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Run Claude Code or Codex clones on your GitHub issues and pull requests."""
+    from shadowclone.cli.app import App
+
     ctx.obj = App()
-
-
-for command in (
-    setup_cmd.setup,
-    *clones.COMMANDS,
-    config_cmd.config,
-    plugins_cmd.plugins,
-    serve_cmd.serve,
-    mcp_cmd.mcp,
-    image_cmd.image,
-    service_cmd.service,
-    demo.demo,
-):
-    cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 class App:
     paths: Paths = attrs.field(factory=default_paths)
     _node: LocalNode | None = None
-    out: Console = attrs.field(factory=lambda: Console(highlight=False, soft_wrap=True))
+    out: Console = attrs.field(
+        factory=lambda: Console(highlight=False, soft_wrap=True, emoji=False)
+    )
 
     def node(self) -> LocalNode:
         if self._node is None:

@@ -271,12 +271,9 @@ def build(
 
 def main(argv: Sequence[str]) -> int:
     """`python -m shadowclone.cli.image_cmd ARGS`: `shadowclone image ARGS`, for scripts that
-    run before the CLI lists this command."""
-    from shadowclone.cli import cli
+    run it with a given Python."""
     from shadowclone.cli import main as cli_main
 
-    if "image" not in cli.commands:
-        cli.add_command(image)
     return cli_main(["image", *argv])
 
 

@@ -13,6 +13,7 @@ import os
 import secrets
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import attrs
@@ -37,8 +38,10 @@ from shadowclone.node.schemas import (
 )
 from shadowclone.node.setups import read_setup
 from shadowclone.node.target import Target
-from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import NetworkMode, Outcome, SecretProviderRegistration
+
+if TYPE_CHECKING:
+    from shadowclone.plugin.manager import Registry
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,8 @@ class LocalNode:
     @property
     def registry(self) -> Registry:
         if self._registry is None:
+            from shadowclone.plugin.manager import load_registry  # entry points: only when needed
+
             self._registry = load_registry(self.config.plugins.disabled)
         return self._registry
 

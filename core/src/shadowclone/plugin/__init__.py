@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 import pluggy
 
-from shadowclone.plugin.manager import (
-    ENTRY_POINT_GROUP,
-    PluginInfo,
-    Provided,
-    Registry,
-    load_registry,
-    make_plugin_manager,
-)
 from shadowclone.plugin.spec import PROJECT
 from shadowclone.plugin.types import (
     CloneState,
@@ -40,6 +35,36 @@ from shadowclone.plugin.types import (
     TurnEndedEvent,
     UsageEvent,
 )
+
+if TYPE_CHECKING:
+    from shadowclone.plugin.manager import (
+        ENTRY_POINT_GROUP,
+        PluginInfo,
+        Provided,
+        Registry,
+        load_registry,
+        make_plugin_manager,
+    )
+
+_FROM_MANAGER = frozenset(
+    {
+        "ENTRY_POINT_GROUP",
+        "PluginInfo",
+        "Provided",
+        "Registry",
+        "load_registry",
+        "make_plugin_manager",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    """The loader's names, imported on first use: it reads entry points (importlib.metadata),
+    which commands that only read run folders never need."""
+    if name in _FROM_MANAGER:
+        return getattr(importlib.import_module("shadowclone.plugin.manager"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
 """Marks a plugin's hook functions: `@hookimpl def shadowclone_engines(): ...`."""
