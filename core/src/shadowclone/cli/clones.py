@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
 import click
-from rich.table import Table
 
 from shadowclone.cli.app import (
     App,
@@ -14,6 +15,21 @@ from shadowclone.cli.app import (
     json_option,
     pass_app,
 )
+from shadowclone.node.local import CloneView
+from shadowclone.node.schemas import CONVERTER
+
+LIST_COLUMNS = (("ID", 18), ("STATE", 9), ("TARGET", 24), ("ENGINE", 7), ("REQUESTED", 9))
+"""`list`'s columns and their widths (a wider target pushes its row on); the last column, the
+pull request or the open question, takes what it needs: a link is never cut."""
+
+
+def list_row(cells: tuple[str, ...]) -> str:
+    """One row: the fixed columns padded, then the last cell whole."""
+    *fixed, last = cells
+    padded = "  ".join(
+        cell.ljust(width) for cell, (_, width) in zip(fixed, LIST_COLUMNS, strict=True)
+    )
+    return f"{padded}  {last}".rstrip()
 
 
 @click.command()
@@ -41,23 +57,27 @@ def start(app: App, target: str, engine: str | None, instructions: str, as_json:
 @pass_app
 def list_(app: App, include_all: bool, limit: int, as_json: bool) -> None:
     """List active clones and the most recent others."""
-    listing = app.node().list(include_all=include_all, limit=limit)
-    for problem in listing.problems:
-        click.echo(f"warning: {problem}", err=True)
+    # Streamed, a row at a time: `--all` over a hundred thousand clones holds one of them.
+    shown = 0
+    for item in app.node().views(include_all=include_all, limit=limit):
+        if not isinstance(item, CloneView):
+            click.echo(f"warning: {item}", err=True)
+            continue
+        if as_json:
+            data = json.dumps(CONVERTER.unstructure(item), ensure_ascii=False, default=str)
+            click.echo(("[\n" if not shown else ",\n") + data, nl=False)
+        else:
+            if not shown:
+                click.echo(list_row((*(name for name, _ in LIST_COLUMNS), "PR / QUESTION")))
+            extra = item.pr_url or (f"? {item.question.text}" if item.question else "")
+            state = f"{item.state}" + ("*" if item.stop_requested and item.state.active else "")
+            cells = (item.id, state, item.target.key, item.engine, ago(item.requested_at), extra)
+            click.echo(list_row(cells))
+        shown += 1
     if as_json:
-        emit_json(listing.clones)
-        return
-    if not listing.clones:
-        app.out.print("no clones yet; start one with: shadowclone start owner/repo#N")
-        return
-    table = Table(box=None, pad_edge=False, show_edge=False)
-    for column in ("ID", "STATE", "TARGET", "ENGINE", "REQUESTED", "PR / QUESTION"):
-        table.add_column(column, no_wrap=column != "PR / QUESTION")
-    for view in listing.clones:
-        extra = view.pr_url or (f"? {view.question.text}" if view.question else "")
-        state = f"{view.state}" + ("*" if view.stop_requested and view.state.active else "")
-        table.add_row(view.id, state, view.target.key, view.engine, ago(view.requested_at), extra)
-    app.out.print(table)
+        click.echo("\n]" if shown else "[]")
+    elif not shown:
+        click.echo("no clones yet; start one with: shadowclone start owner/repo#N")
 
 
 @click.command()

@@ -22,7 +22,8 @@ import filelock
 from shadowclone.config import Config, Paths, load_config
 from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
 from shadowclone.node import files
-from shadowclone.node.runfolder import ID_PATTERN, RunFolder, id_time, new_clone_id, run_folders
+from shadowclone.node.index import CloneIndex
+from shadowclone.node.runfolder import ID_PATTERN, RunFolder, new_clone_id
 from shadowclone.node.schemas import (
     Answer,
     ChosenBy,
@@ -165,6 +166,7 @@ class LocalNode:
         model_host: str | None,
     ) -> CloneView:
         repo = target.repo_full_name
+        self.index.ensure()
         try:
             setup = read_setup(self.paths, repo)
         except MalformedFile as error:
@@ -220,29 +222,29 @@ class LocalNode:
         folder.write_request(request)
         return self._view(folder)
 
+    @property
+    def index(self) -> CloneIndex:
+        return CloneIndex(self.paths.clones_dir)
+
     def _new_folder(self, at: datetime) -> RunFolder:
+        """A new run folder, its id in the index. Under start.lock."""
+        last = self.index.last_time()
+        moment = max(at, last) if last is not None else at  # the index's times never go back
         while True:
-            folder = RunFolder(self.paths.clones_dir / new_clone_id(at))
+            folder = RunFolder(self.paths.clones_dir / new_clone_id(moment))
             try:
                 folder.path.mkdir()
             except FileExistsError:
                 continue
+            self.index.append(folder.id)
             return folder
 
     def _count_since(self, since: datetime) -> int:
-        """Clones requested since `since`, counted by the time in their ids: no file is read.
+        """Clones requested since `since`, counted by the time in their ids (the index).
 
         Ids carry whole seconds, so `since` is rounded down: a clone is counted for up to a
         second longer than 24 hours, never a moment less."""
-        since = since.replace(microsecond=0)
-        count = 0
-        for folder in run_folders(self.paths.clones_dir):
-            started = id_time(folder.id)
-            if started is None or started < since:
-                break  # newest first: the rest are older
-            if folder.exists():
-                count += 1
-        return count
+        return self.index.since(since.replace(microsecond=0))
 
     def _active(self, clean: bool = False) -> list[CloneView]:
         """Active clones, from the active markers; `clean` (under start.lock) drops stale ones."""
@@ -338,7 +340,9 @@ class LocalNode:
         if ID_PATTERN.match(clone_id) and exact.exists():
             return exact
         if clone_id and "/" not in clone_id and "." not in clone_id:
-            matches = [f for f in run_folders(self.paths.clones_dir) if f.id.startswith(clone_id)]
+            matches = [
+                RunFolder(self.paths.clones_dir / i) for i in self.index.with_prefix(clone_id)
+            ]
             matches = [f for f in matches if f.exists()]
             if len(matches) == 1:
                 return matches[0]
@@ -354,24 +358,34 @@ class LocalNode:
 
     def list(self, include_all: bool = False, limit: int = DEFAULT_LIST_LIMIT) -> Listing:
         """Active clones and the most recent others (all of them with `include_all`)."""
-        recent: list[str] = []
-        for index, folder in enumerate(run_folders(self.paths.clones_dir)):
-            if not include_all and index >= limit:
-                break
-            recent.append(folder.id)
         views: list[CloneView] = []
         problems: list[str] = []
-        for clone_id in recent:
+        for item in self.views(include_all, limit):
+            if isinstance(item, CloneView):
+                views.append(item)
+            else:
+                problems.append(item)
+        return Listing(views, problems)
+
+    def views(
+        self, include_all: bool = False, limit: int = DEFAULT_LIST_LIMIT
+    ) -> Iterator[CloneView | str]:
+        """`list`, one clone (or one problem, as a string) at a time, newest first: all of
+        them can be shown without holding them all."""
+        shown: set[str] = set()
+        for count, clone_id in enumerate(self.index.newest()):
+            if not include_all:
+                if count >= limit:
+                    break
+                shown.add(clone_id)
             try:
-                views.append(self._view(RunFolder(self.paths.clones_dir / clone_id)))
+                yield self._view(RunFolder(self.paths.clones_dir / clone_id))
             except FileNotFoundError:
                 continue  # a start in progress
             except MalformedFile as error:
-                problems.append(str(error))
+                yield str(error)
         if not include_all:
-            shown = set(recent)
-            views.extend(v for v in self._active() if v.id not in shown)
-        return Listing(views, problems)
+            yield from (view for view in self._active() if view.id not in shown)
 
     # ------------------------------------------------------------------ talking
 

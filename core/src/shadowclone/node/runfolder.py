@@ -28,21 +28,22 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 ID_PATTERN = re.compile(r"^(\d{6}-\d{6})-[a-z0-9]{4}$")
-_ID_TIME = "%y%m%d-%H%M%S"
+ID_TIME_FORMAT = "%y%m%d-%H%M%S"
+"""The time part of a clone id, in UTC: ids sort by it."""
 _ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
 
 
 def new_clone_id(at: datetime) -> str:
     """Sortable by request time, readable, and unique enough to be created with mkdir."""
     suffix = "".join(secrets.choice(_ALPHABET) for _ in range(4))
-    return f"{at.astimezone(UTC).strftime(_ID_TIME)}-{suffix}"
+    return f"{at.astimezone(UTC).strftime(ID_TIME_FORMAT)}-{suffix}"
 
 
 def id_time(clone_id: str) -> datetime | None:
     match = ID_PATTERN.match(clone_id)
     if not match:
         return None
-    return datetime.strptime(match.group(1), _ID_TIME).replace(tzinfo=UTC)
+    return datetime.strptime(match.group(1), ID_TIME_FORMAT).replace(tzinfo=UTC)
 
 
 def read_json_lines(path: Path, kind: type[T], start: int = 0) -> tuple[list[T], list[str], int]:
