@@ -8,7 +8,9 @@ inbox line), it measures, against a real `shadowclone serve` process:
   line's time), over M messages sent one at a time round the clones;
 - the clone's own floor in the same run: a line appended straight to a clone's deliveries file
   (no serve) until the clone reads it; and a bare fsync'd append + read of a file;
-- serve's CPU use while idle (psutil cpu_times over a few seconds), all clones running.
+- serve's CPU use while idle (psutil cpu_times over a few seconds), all clones running;
+- final line -> ended record: each clone is told to finish, and the time from its final
+  progress line to the record serve writes with its end (goal: under 100 ms median).
 The machines are noisy, so compare the figures within one run (see the ratio).
 """
 
@@ -42,13 +44,8 @@ from shadowclone_fake_launch.scripts import (
     write_scripts,
 )
 
-SERVE_PROGRAM = (
-    "import sys\n"
-    "from shadowclone.cli import cli, main\n"
-    "from shadowclone.cli.serve_cmd import serve\n"
-    "cli.add_command(serve)\n"
-    "sys.exit(main(['serve', *sys.argv[1:]]))\n"
-)
+SERVE_PROGRAM = "import sys\nfrom shadowclone.cli import main\nsys.exit(main(['serve']))\n"
+FINISH = "finish now"
 WAIT_S = 60.0
 
 
@@ -67,7 +64,7 @@ def make_home(root: Path, clones: int) -> tuple[Paths, dict[str, str]]:
         paths, SetupRecord(repo="bench/app", config_version=1, engine="scripted", login="no-login")
     )
     scripts = root / "scripts.json"
-    write_scripts(scripts, ScriptsFile(default=Script(play=Play.ECHO, until="never")))
+    write_scripts(scripts, ScriptsFile(default=Script(play=Play.ECHO, until=FINISH)))
     return paths, {HOME_VARIABLE: str(root), SCRIPTS_VARIABLE: str(scripts)}
 
 
@@ -114,6 +111,20 @@ def round_trips(node: LocalNode, ids: list[str], messages: int, direct: bool) ->
     return found
 
 
+def endings(node: LocalNode, ids: list[str]) -> list[float]:
+    """Seconds from each clone's final line to serve's record of its end, one at a time."""
+    found = []
+    for clone_id in ids:
+        folder = RunFolder(node.paths.clones_dir / clone_id)
+        node.send(clone_id, FINISH)
+        wait(lambda: (r := folder.record()) is not None and not r.state.active, "the end")
+        record = folder.record()
+        final = next(line for line in reversed(folder.progress()[0]) if line.final)
+        assert record is not None and record.ended_at is not None
+        found.append((record.ended_at - final.at).total_seconds())
+    return found
+
+
 def bare_file_round_trips(root: Path, count: int) -> list[float]:
     path = root / "bare.jsonl"
     found = []
@@ -139,7 +150,10 @@ def main() -> None:
     parser.add_argument("--clones", type=int, default=10)
     parser.add_argument("--messages", type=int, default=200)
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle measurement")
+    parser.add_argument("--quick", action="store_true", help="3 clones, a few messages")
     args = parser.parse_args()
+    if args.quick:
+        args.clones, args.messages, args.idle = 3, 12, 1.0
     with tempfile.TemporaryDirectory(prefix="shadowclone-bench-") as temp:
         root = Path(temp)
         root.chmod(0o711)  # the fake launcher run as root gives the engine a user of its own
@@ -175,6 +189,7 @@ def main() -> None:
             print(describe("send -> serve -> clone", sent))
             ratio = statistics.median(sent) / statistics.median(direct)
             print(f"send -> clone median is {ratio:.1f} x the clone's own floor")
+            print(describe("final line -> ended record", endings(node, ids)), "(goal: 100 ms)")
         finally:
             serve.terminate()
             serve.wait(WAIT_S)

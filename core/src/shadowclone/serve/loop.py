@@ -6,9 +6,12 @@ marker, and serve alone writes record.json (R18) and appends to deliveries.jsonl
 inbox the clone reads. The deliveries file is itself the record of what was delivered, so a
 restart of serve, however abrupt, neither drops nor repeats a line (R21).
 
-serve sleeps on filesystem events for the clones folder (watchfiles), wakes a few times a
-second to check its timers and asks the launcher how its clones are doing about once a second;
-everything is also read again every few seconds in case an event was missed.
+serve sleeps on filesystem events for the clones folder (watchfiles, in a thread of its own),
+wakes a few times a second to check its timers and asks the launcher how its clones are doing
+about once a second; everything is also read again every few seconds in case an event was
+missed. A clone that has written its final line (or was asked to stop) is about to exit: a
+short-lived thread asks the launcher about it every few milliseconds and wakes serve as soon
+as it has, so its record shows the end (and the exit code) at once.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import contextlib
 import logging
 import logging.handlers
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -62,6 +66,8 @@ class ServeSettings:
     """The safety net: every clone is read again this often, events or not."""
     tick_s: float = 0.25
     """The longest serve sleeps between looking at its timers."""
+    exit_poll_s: float = 0.01
+    """How often a clone about to exit is asked after, until it has."""
 
 
 @attrs.define
@@ -110,6 +116,9 @@ class Server:
         self.clones: dict[str, Clone] = {}
         self._last_poll = 0.0
         self._last_rescan = 0.0
+        self._events: queue.SimpleQueue[set[str]] = queue.SimpleQueue()
+        """Ids of clones to look at now: from the file watcher and the exit waiters."""
+        self._stopping = threading.Event()
 
     # ------------------------------------------------------------------ the loop
 
@@ -150,7 +159,25 @@ class Server:
         self.launch_queued()
 
     def _changes(self, stop_event: threading.Event) -> Iterator[set[str]]:
-        """Ids of clones whose files changed, or an empty set at least every `tick_s`."""
+        """Ids of clones whose files changed or that exited, or an empty set at least every
+        `tick_s`."""
+        self._stopping = stop_event
+        watcher = threading.Thread(
+            target=self._watch, args=(stop_event,), name="watch clones", daemon=True
+        )
+        watcher.start()
+        while not stop_event.is_set():
+            try:
+                touched = self._events.get(timeout=self.settings.tick_s)
+            except queue.Empty:
+                touched = set()
+            with contextlib.suppress(queue.Empty):
+                while True:  # what else arrived meanwhile: one pass for all
+                    touched |= self._events.get_nowait()
+            yield touched
+        watcher.join(timeout=5)
+
+    def _watch(self, stop_event: threading.Event) -> None:
         root = self.paths.clones_dir
 
         def wanted(_change: Change, path: str) -> bool:
@@ -163,17 +190,33 @@ class Server:
                 debounce=200,
                 step=10,
                 stop_event=stop_event,
-                rust_timeout=int(self.settings.tick_s * 1000),
-                yield_on_timeout=True,
                 raise_interrupt=False,
             ):
-                yield {c for _, path in changes if (c := _clone_of(Path(path))) is not None}
+                self._events.put({c for _, path in changes if (c := _clone_of(Path(path)))})
         except (OSError, RuntimeError) as error:
             log.warning(
                 "cannot watch %s (%s); reading it every %s s", root, error, self.settings.tick_s
             )
-            while not stop_event.wait(self.settings.tick_s):
-                yield set()
+
+    def _await_exit(self, clone: Clone) -> None:
+        """Wake serve as soon as `clone`, which said its last word or was asked to stop, has
+        exited (bounded by the time serve gives it before stopping it)."""
+        clone_id = clone.id
+        limit = self.settings.stop_grace_s + self.settings.kill_grace_s
+
+        def wait() -> None:
+            deadline = time.monotonic() + limit
+            while time.monotonic() < deadline and not self._stopping.is_set():
+                try:
+                    state = self.launcher.status(clone_id).state
+                except Exception:  # noqa: BLE001 - serve's own poll reports launcher trouble
+                    return
+                if state is not CloneState.RUNNING:
+                    self._events.put({clone_id})
+                    return
+                time.sleep(self.settings.exit_poll_s)
+
+        threading.Thread(target=wait, name=f"exit of {clone_id}", daemon=True).start()
 
     # ------------------------------------------------------------------ finding clones
 
@@ -294,6 +337,8 @@ class Server:
     def sync(self, clone: Clone) -> None:
         self.read_progress(clone)
         marker = clone.folder.stop_marker()
+        if marker is not None and clone.stop_at is None and clone.launched:
+            self._await_exit(clone)
         clone.stop_at = marker.at if marker is not None else None
         if clone.record.state is State.QUEUED and marker is not None:
             log.info("clone %s was stopped before it started", clone.id)
@@ -310,6 +355,8 @@ class Server:
         final = next((line for line in reversed(lines) if line.final), None)
         if final is not None and clone.final_at is None:
             clone.final_at = final.at
+            if clone.launched:
+                self._await_exit(clone)
         self.write(clone, records.fold_progress(clone.record, lines, clone.asked))
 
     def deliver(self, clone: Clone) -> None:
