@@ -117,7 +117,12 @@ def endings(node: LocalNode, ids: list[str]) -> list[float]:
     for clone_id in ids:
         folder = RunFolder(node.paths.clones_dir / clone_id)
         node.send(clone_id, FINISH)
-        wait(lambda: (r := folder.record()) is not None and not r.state.active, "the end")
+
+        def ended(folder: RunFolder = folder) -> bool:
+            record = folder.record()
+            return record is not None and not record.state.active
+
+        wait(ended, "the end")
         record = folder.record()
         final = next(line for line in reversed(folder.progress()[0]) if line.final)
         assert record is not None and record.ended_at is not None
