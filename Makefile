@@ -40,8 +40,10 @@ unit: $(STAMP)
 
 test: $(STAMP) engines docker lint typecheck unit
 
+# Every benchmark in full (each prints its ratios against a floor measured in the same run);
+# `make test` runs each in its quick mode only (tests/bench).
 bench: $(STAMP)
-	$(VENV)/bin/python bench/node_ops.py
+	@for script in bench/*.py; do echo "== $$script"; $(VENV)/bin/python $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) tools

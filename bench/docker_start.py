@@ -75,7 +75,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--engine", choices=sorted(LOGINS), default="claude")
     parser.add_argument("--image", default=DEFAULT_IMAGE)
+    parser.add_argument("--quick", action="store_true", help="one run: it works, roughly")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.runs = 1
     client = docker.from_env()
     address = host_address(client, args.image)
 

@@ -131,7 +131,10 @@ def main() -> None:
         help="the model's think time before its first token, for the second measurement",
     )
     parser.add_argument("--delayed-runs", type=int, default=20, help="requests per path, delayed")
+    parser.add_argument("--quick", action="store_true", help="a few requests: it works, roughly")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.delayed_runs = 5, 3
     with (
         tempfile.TemporaryDirectory(prefix="shadowclone-bench-") as temp,
         FakeModelServer() as server,

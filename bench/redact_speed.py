@@ -29,7 +29,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--secrets", type=int, default=50)
     parser.add_argument("--megabytes", type=float, default=1.0)
+    parser.add_argument("--quick", action="store_true", help="a little text: it works, roughly")
     arguments = parser.parse_args()
+    if arguments.quick:
+        arguments.secrets, arguments.megabytes = 10, 0.05
 
     rng = random.Random(7)
     alphabet = string.ascii_letters + string.digits

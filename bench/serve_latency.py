@@ -184,7 +184,8 @@ def main() -> None:
             used = (after.user - before.user) + (after.system - before.system)
             print(
                 f"serve idle CPU: {used:.3f} s over {elapsed:.1f} s = "
-                f"{100 * used / elapsed:.2f} % of one core"
+                f"{100 * used / elapsed:.2f} % of one core (goal: at most 1 %); "
+                f"memory {process.memory_info().rss / 2**20:.0f} MiB with {args.clones} clones"
             )
             rounds = max(20, args.messages // 4)
             print(describe("bare append + read (in process)", bare_file_round_trips(root, 200)))
