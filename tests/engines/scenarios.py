@@ -63,6 +63,8 @@ from shadowclone.plugin.types import (
     UsageEvent,
 )
 from shadowclone.run.ask import DEFAULT_TIMEOUT_S, SERVER_NAME, TOOL_NAME, ask_command
+from shadowclone.run.ask.http import AskService
+from shadowclone.run.redact import Redactor
 
 from tests.engines.stand_in_ask_server import ANSWER_PREFIX
 
@@ -171,6 +173,7 @@ class Harness:
     run_folder: RunFolder
     """Where the real ask server writes its progress lines and reads delivered answers."""
     watches: list[Watch] = attrs.field(factory=list)
+    ask_service: AskService | None = None
 
     def task(self, prompt: str, **changes: Any) -> EngineTask:
         task = EngineTask(
@@ -188,15 +191,22 @@ class Harness:
         self.watches.append(watch)
         return watch
 
-    async def launch_with_ask_server(self, prompt: str, ask_timeout_s: float) -> Watch:
+    async def launch_with_ask_server(
+        self, prompt: str, ask_timeout_s: float, transport: str = "http"
+    ) -> Watch:
         """Launch with the real `shadowclone_ask` server on this run folder, waiting at most
-        `ask_timeout_s` for each answer, and the engine told the same limit, as the run program
-        does it."""
-        return await self.launch(
-            prompt,
-            ask_command=ask_command(self.run_folder.path, ask_timeout_s),
-            limits=EngineLimits(ask_timeout_s=ask_timeout_s),
-        )
+        `ask_timeout_s` for each answer, and the engine told the same limit: served over HTTP
+        from this process, as the run program does it, or (`transport="stdio"`) started by the
+        engine from `ask_command`, the way left when that server cannot start."""
+        changes: dict[str, Any] = {
+            "ask_command": ask_command(self.run_folder.path, ask_timeout_s),
+            "limits": EngineLimits(ask_timeout_s=ask_timeout_s),
+        }
+        if transport == "http":
+            self.ask_service = AskService(self.run_folder, Redactor(()), ask_timeout_s)
+            await self.ask_service.start()
+            changes.update(ask_url=self.ask_service.url, ask_headers=self.ask_service.headers)
+        return await self.launch(prompt, **changes)
 
     async def wait_for_request(
         self, where: Callable[[ModelRequest], bool], timeout: float = TURN_TIMEOUT_S
@@ -206,6 +216,8 @@ class Harness:
     async def aclose(self) -> None:
         for watch in self.watches:
             await watch.aclose()
+        if self.ask_service is not None:
+            await self.ask_service.close()
 
 
 def git_workspace(path: Path) -> Path:
@@ -533,7 +545,7 @@ class EngineScenarios(abc.ABC):
         folder = harness.run_folder
 
         watch = await harness.launch_with_ask_server(
-            "Clean up the migrations.", ask_timeout_s=SHORT_ASK_TIMEOUT_S
+            "Clean up the migrations.", ask_timeout_s=SHORT_ASK_TIMEOUT_S, transport="stdio"
         )
         await watch.turn_ended()
 

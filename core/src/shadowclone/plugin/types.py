@@ -62,7 +62,8 @@ class EngineTask:
     prompt: str
     """The first user turn."""
     ask_command: tuple[str, ...]
-    """argv that starts the `shadowclone_ask` MCP server over stdio."""
+    """argv that starts the `shadowclone_ask` MCP server over stdio (for an engine that cannot
+    use `ask_url`)."""
     env: Mapping[str, str]
     """Variables for the engine process: the secrets its login needs, base URLs, proxies."""
     state_dir: Path
@@ -71,6 +72,11 @@ class EngineTask:
     web_tools: bool = True
     """False for reviews of code the owner did not write: no web fetch or search tools."""
     limits: EngineLimits = EngineLimits()
+    ask_url: str = ""
+    """Where the `shadowclone_ask` MCP server already runs (streamable HTTP), when the run
+    program serves it: connect there, with `ask_headers`, rather than start `ask_command`, so
+    the engine's first model request never waits for a server to start."""
+    ask_headers: Mapping[str, str] = attrs.field(factory=dict)
     run_as: tuple[str, ...] = ()
     """An argv prefix that starts a program as the engine's own user, apart from the run
     program that holds the secrets (`setpriv ... --`); empty where the launcher gives the engine

@@ -22,9 +22,10 @@ from shadowclone.errors import BadInput, Refused, ShadowcloneError
 
 Permission = Literal["admin", "write", "read", "none"]
 
-# PyGithub's own defaults: GitHub asks clients to space requests to stay clear of its secondary
-# rate limits.
-SECONDS_BETWEEN_REQUESTS = 0.25
+# GitHub asks for one request at a time per user (the client is used from one thread) and a
+# second between writes (its secondary rate limits); it asks no pause between reads, and the
+# target step's few reads are on the way to the engine's start.
+SECONDS_BETWEEN_REQUESTS = 0.0
 SECONDS_BETWEEN_WRITES = 1.0
 
 

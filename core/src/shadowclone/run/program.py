@@ -53,6 +53,7 @@ from shadowclone.proxy import (
     engine_files,
 )
 from shadowclone.run.ask import ask_command
+from shadowclone.run.ask.http import AskService
 from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
 from shadowclone.run.drive import EngineResult, supervise_engine
 from shadowclone.run.github import GithubClient
@@ -113,6 +114,10 @@ class CloneRun:
         self.registry = registry
         self.identity = identity or EngineIdentity()
         self.progress = ProgressWriter(folder, Redactor(secrets.all_values()))
+        self.ask_service = AskService(folder, Redactor(secrets.all_values()), request.ask_timeout_s)
+        """Served from this process, started beside the first steps: the engine never waits
+        for it."""
+        self._ask_ready: asyncio.Task[None] | None = None
         self.engine_area = folder.path / ENGINE_AREA
         """The engine's corner of the run folder: its home, state folders and the ask
         server's lines; nothing the run program trusts is kept there."""
@@ -126,6 +131,7 @@ class CloneRun:
 
     async def run(self) -> int:
         self._prepare_engine_area()
+        self._ask_ready = asyncio.create_task(self.ask_service.start())
         watcher = asyncio.create_task(set_on_stop(self.folder, self.stop))
         relay = asyncio.create_task(self.asks.run())
         loop = asyncio.get_running_loop()
@@ -142,6 +148,11 @@ class CloneRun:
             self.identity.reap((CLONE_MARKER, self.request.id))
             if self.model_proxy is not None:
                 await self.model_proxy.close()
+            if self._ask_ready is not None:
+                self._ask_ready.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._ask_ready
+            await self.ask_service.close()
             for state_dir in self.state_dirs:
                 self.identity.remove(state_dir)
             if self.client is not None:
@@ -356,10 +367,13 @@ class CloneRun:
         if self.identity.isolated:
             env.update({"HOME": str(self.engine_area / "home"), "TMPDIR": str(state_dir)})
         assert self.workspace is not None
+        ask_url, ask_headers = await self._ask_server()
         return EngineTask(
             workspace=self.workspace.path,
             prompt=prompt,
             ask_command=ask_command(self.folder.path, self.request.ask_timeout_s, self.asks.outbox),
+            ask_url=ask_url,
+            ask_headers=ask_headers,
             env=env,
             state_dir=state_dir,
             model=self.request.model,
@@ -367,6 +381,18 @@ class CloneRun:
             limits=EngineLimits(ask_timeout_s=self.request.ask_timeout_s),
             run_as=self.identity.argv_prefix(),
         )
+
+    async def _ask_server(self) -> tuple[str, dict[str, str]]:
+        """The ask server's URL and headers, once it listens; or nothing, if it could not start
+        (the engine then starts it from `ask_command` itself)."""
+        if self._ask_ready is None:
+            self._ask_ready = asyncio.create_task(self.ask_service.start())
+        try:
+            await asyncio.shield(self._ask_ready)
+        except Exception as error:  # noqa: BLE001 - the stdio server is the way left
+            log.warning("the ask server could not start in-process: %s", error)
+            return "", {}
+        return self.ask_service.url, self.ask_service.headers
 
     async def _engine(self, prompt: str) -> EngineResult:
         assert self.plan is not None

@@ -67,10 +67,14 @@ def command_line(task: EngineTask, program: str = PROGRAM) -> list[str]:
         "--permission-mode",
         "bypassPermissions",
     ]
-    if task.ask_command:
+    server: dict[str, Any] | None = None
+    if task.ask_url:
+        server = {"type": "http", "url": task.ask_url, "headers": dict(task.ask_headers)}
+    elif task.ask_command:
         command, *args = task.ask_command
-        servers = {ASK_SERVER: {"type": "stdio", "command": command, "args": args}}
-        argv += ["--mcp-config", json.dumps({"mcpServers": servers})]
+        server = {"type": "stdio", "command": command, "args": args}
+    if server is not None:
+        argv += ["--mcp-config", json.dumps({"mcpServers": {ASK_SERVER: server}})]
     argv.append("--strict-mcp-config")
     if not task.web_tools:
         argv += ["--disallowedTools", "WebFetch,WebSearch"]

@@ -94,12 +94,16 @@ def config_data(task: EngineTask) -> dict[str, Any]:
     if provider is not None:
         data["model_provider"] = PROVIDER
         data["model_providers"] = {PROVIDER: provider}
-    if task.ask_command:
+    where: dict[str, Any] = {}
+    if task.ask_url:
+        where = {"url": task.ask_url, "http_headers": dict(task.ask_headers)}
+    elif task.ask_command:
         command, *args = task.ask_command
+        where = {"command": command, "args": args}
+    if where:
         data["mcp_servers"] = {
             ASK_SERVER: {
-                "command": command,
-                "args": args,
+                **where,
                 # Without it the first model request can go out before the server is up, and
                 # the model would not see the ask tool (PROTOCOLS.md B6).
                 "required": True,

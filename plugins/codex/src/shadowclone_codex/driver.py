@@ -230,7 +230,7 @@ class CodexSession:
             )
             self._thread_id = str(started["thread"]["id"])
             log.info("codex thread %s", self._thread_id)
-            if task.ask_command:
+            if task.ask_url or task.ask_command:
                 await self._wait_for_mcp_server(ASK_SERVER)
             async with self._lock:
                 await self._start_turn([task.prompt])

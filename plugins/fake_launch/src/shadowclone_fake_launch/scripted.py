@@ -53,8 +53,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
+import httpx2
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 from shadowclone.errors import BadInput, Refused
 from shadowclone.plugin.types import (
@@ -554,7 +557,15 @@ class ScriptedSession:
             )
 
     async def _call_ask_server(self, arguments: dict[str, Any]) -> tuple[CallToolResult, str]:
-        """Start the ask server from `task.ask_command`, as a real engine would, and call it."""
+        """Call the ask server where the task says it runs (`ask_url`), or start it from
+        `task.ask_command`, as a real engine would, and call it."""
+        if self.task.ask_url:
+            try:
+                return await self._call_http(arguments), ""
+            except Exception as error:
+                raise ScriptFailed(
+                    f"step {self._step}: the ask server failed: {_leaves(error)}"
+                ) from error
         if not self.task.ask_command:
             raise ScriptFailed(
                 f"step {self._step}: no ask server (the task's ask_command is empty)"
@@ -574,6 +585,17 @@ class ScriptedSession:
                     f"step {self._step}: the ask server failed: {_leaves(error)}{detail}"
                 ) from error
         return result, _tail(log_path)
+
+    async def _call_http(self, arguments: dict[str, Any]) -> CallToolResult:
+        wait_s = self.task.limits.ask_timeout_s + ASK_TIMEOUT_MARGIN_S
+        timeout = httpx2.Timeout(ASK_START_TIMEOUT_S, read=wait_s)
+        async with (
+            create_mcp_http_client(dict(self.task.ask_headers), timeout) as http,
+            streamable_http_client(self.task.ask_url, http_client=http) as (read, write),
+            ClientSession(read, write, read_timeout_seconds=ASK_START_TIMEOUT_S) as client,
+        ):
+            await client.initialize()
+            return await client.call_tool(TOOL_NAME, arguments, read_timeout_seconds=wait_s)
 
     async def _call(
         self, params: StdioServerParameters, errlog: TextIO, arguments: dict[str, Any]
