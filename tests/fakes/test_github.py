@@ -463,3 +463,27 @@ def test_a_large_push_arrives_whole(world: World, tmp_path: Path) -> None:
     again = clone(world, world.owner, tmp_path / "again")
     git(again, "checkout", "--quiet", "big")
     assert (again / "blob.bin").read_bytes() == blob
+
+
+def test_owner_and_repository_names_are_case_insensitive_as_on_github(
+    world: World, tmp_path: Path
+) -> None:
+    """GitHub finds `octo/app` under any letter case and answers with its own spelling."""
+    repo = client(world, world.mate).get_repo("OCTO/App")
+    assert repo.full_name == "octo/app"
+    issue = world.gh.create_issue("Octo/APP", author="mate", title="case")
+    assert client(world, world.mate).get_repo("octo/APP").get_issue(issue).title == "case"
+
+    checkout = tmp_path / "app"
+    url = authed_url(world.gh, "OcTo/ApP", world.mate)
+    git(tmp_path, "clone", "--quiet", url, checkout.name)
+    git(checkout, "checkout", "--quiet", "-b", "mate/case")
+    sha = commit(checkout, "case.txt", "any case\n")
+    git(checkout, "push", "--quiet", "origin", "mate/case")
+    assert world.gh.branch_sha("octo/app", "mate/case") == sha
+
+    pull = repo.create_pull(title="case", body="", head="OCTO:mate/case", base="main")
+    assert pull.head.ref == "mate/case"
+    assert [p.number for p in repo.get_pulls(head="Octo:mate/case")] == [pull.number]
+    with pytest.raises(ValueError, match="exists already"):
+        world.gh.create_repo("Octo/App")

@@ -29,6 +29,8 @@ from tests.conftest import set_up
 
 DAILY = 4
 NUMBERS = st.integers(min_value=1, max_value=4)
+SPELLINGS = st.sampled_from(["acme/app", "Acme/App", "ACME/APP", "acme/APP", "aCmE/aPp"])
+"""One repository as owners may type it: GitHub ignores letter case, so admission must too."""
 
 
 def make_home(root: Path, daily: int) -> Paths:
@@ -76,28 +78,30 @@ class Admission(RuleBasedStateMachine):
     def expect_admitted(self, number: int) -> bool:
         return number not in self.active_numbers() and self.in_window() < DAILY
 
-    @rule(number=NUMBERS)
-    def start(self, number: int) -> None:
+    @rule(number=NUMBERS, spelling=SPELLINGS)
+    def start(self, number: int, spelling: str) -> None:
         expected = self.expect_admitted(number)
         try:
-            view = self.node.start(f"acme/app#{number}")
+            view = self.node.start(f"{spelling}#{number}")
         except Refused:
             assert not expected, f"#{number} refused but the rules allow it"
             return
         assert expected, f"#{number} admitted but the rules refuse it"
+        assert view.target.key == f"acme/app#{number}"  # as the setup record spells it
         self.started.append((self.now, number, view.id))
 
-    @rule(numbers=st.lists(NUMBERS, min_size=2, max_size=6))
-    def concurrent_starts(self, numbers: list[int]) -> None:
+    @rule(starts=st.lists(st.tuples(NUMBERS, SPELLINGS), min_size=2, max_size=6))
+    def concurrent_starts(self, starts: list[tuple[int, str]]) -> None:
+        numbers = [n for n, _ in starts]
         barrier = threading.Barrier(len(numbers))
         admitted: list[tuple[int, str]] = []
 
-        def one(number: int) -> None:
+        def one(number: int, spelling: str) -> None:
             barrier.wait()
             with contextlib.suppress(Refused):
-                admitted.append((number, self.node.start(f"acme/app#{number}").id))
+                admitted.append((number, self.node.start(f"{spelling}#{number}").id))
 
-        threads = [threading.Thread(target=one, args=(n,)) for n in numbers]
+        threads = [threading.Thread(target=one, args=start) for start in starts]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -132,7 +136,8 @@ class Admission(RuleBasedStateMachine):
     def one_active_clone_per_issue(self) -> None:
         if not hasattr(self, "node"):
             return
-        active = [v.target.key for v in self.node.list(include_all=True).clones if v.state.active]
+        clones = self.node.list(include_all=True).clones
+        active = [v.target.folded for v in clones if v.state.active]
         assert len(active) == len(set(active))
 
     @invariant()
@@ -189,6 +194,30 @@ def test_32_processes_starting_one_issue_admit_exactly_one(tmp_path: Path) -> No
     assert outcomes.count("admitted") == 1
     assert all("already has an active clone" in o for o in outcomes if o != "admitted")
     assert len(list(run_folders(paths.clones_dir))) == 1
+
+
+@pytest.mark.slow
+def test_32_processes_starting_one_issue_in_any_letter_case_admit_exactly_one(
+    tmp_path: Path,
+) -> None:
+    paths = make_home(tmp_path / "home", daily=100)
+    spellings = ["acme/app", "Acme/App", "ACME/APP", "acme/App"]
+    outcomes = _race(paths, [f"{spellings[n % 4]}#1" for n in range(32)])
+    assert outcomes.count("admitted") == 1
+    assert all("already has an active clone" in o for o in outcomes if o != "admitted")
+    (folder,) = run_folders(paths.clones_dir)
+    assert folder.request().target.key == "acme/app#1"
+
+
+def test_a_clone_shows_the_repository_as_github_spells_it(tmp_path: Path) -> None:
+    paths = make_home(tmp_path / "home", daily=10)
+    set_up(paths, repo="Acme/App")  # setup records GitHub's spelling
+    node = local_node(paths)
+    view = node.start("ACME/app#3")
+    assert view.target.key == "Acme/App#3"
+    assert [v.target.key for v in node.list().clones] == ["Acme/App#3"]
+    with pytest.raises(Refused, match="already has an active clone"):
+        node.start("acme/app#3")
 
 
 @pytest.mark.slow

@@ -147,3 +147,23 @@ def test_raising_the_config_version_makes_start_ask_for_setup_again(
     assert "set up under config version 1 and the config is now at version 2" in refused.err
     assert cli("setup", "you/app").code == 0
     assert cli("start", "you/app#1").code == 0
+
+
+def test_one_repository_in_any_letter_case_is_one_target_shown_as_github_spells_it(
+    cli: Cli, home: Paths, github: FakeGitHub
+) -> None:
+    token = github.add_user("You")
+    github.create_repo("You/App", files={"README.md": "x"})
+    secrets(home, github_token=token)
+    assert cli("setup", "you/app").code == 0
+    record = read_setup(home, "YOU/APP")
+    assert record is not None
+    assert record.repo == "You/App"
+    first = cli("start", "you/app#1")
+    assert first.code == 0, first.err
+    assert "on You/App#1" in first.out
+    for spelling in ("You/App", "YOU/APP", "you/APP"):
+        again = cli("start", f"{spelling}#1")
+        assert again.code == 1
+        assert "You/App#1 already has an active clone" in again.err
+    assert "You/App#1" in cli("list").out

@@ -38,7 +38,7 @@ from shadowclone.node.schemas import (
     now,
 )
 from shadowclone.node.setups import read_setup
-from shadowclone.node.target import Target
+from shadowclone.node.target import Target, same_repo
 from shadowclone.plugin.types import NetworkMode, Outcome, SecretProviderRegistration
 
 if TYPE_CHECKING:
@@ -180,6 +180,9 @@ class LocalNode:
             )
         if login.private_repos_only and setup.visibility != "private":
             raise Refused(f"the {login.name} login never works on {setup.visibility} {repo}")
+        if same_repo(setup.repo, repo):  # shown as GitHub spells it, whatever was typed
+            owner, name = setup.repo.split("/", 1)
+            target = attrs.evolve(target, owner=owner, repo=name)
 
         at = self.clock()
         started_today = self._count_since(at - DAY)
@@ -189,7 +192,7 @@ class LocalNode:
                 f"(daily_clones = {self.config.daily_clones})"
             )
         for active in self._active(clean=True):
-            if active.target.key == target.key:
+            if active.target.folded == target.folded:  # GitHub ignores letter case
                 raise Refused(
                     f"{target.key} already has an active clone: {active.id} ({active.state})"
                 )

@@ -35,6 +35,11 @@ class Target:
         """Issues and pull requests share numbers, so this names one either way (R11)."""
         return f"{self.owner}/{self.repo}#{self.number}"
 
+    @property
+    def folded(self) -> str:
+        """The key as GitHub compares it: owner and repository in any letter case are one."""
+        return self.key.lower()
+
     def __str__(self) -> str:
         return self.key
 
@@ -52,6 +57,11 @@ class Target:
                 owner, repo, kind, number = path.groups()
                 return cls(owner, repo, int(number), "issue" if kind == "issues" else "pull")
         raise BadInput(f"target {text!r}: {EXPECTED}")
+
+
+def same_repo(a: str, b: str) -> bool:
+    """Whether two `owner/repo` names are one repository: GitHub ignores letter case."""
+    return a.lower() == b.lower()
 
 
 def parse_repo(text: str) -> tuple[str, str]:

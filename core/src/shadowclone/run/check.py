@@ -24,6 +24,8 @@ class CheckReport:
     """What the check clone found; the final line's report carries it as JSON."""
 
     repo: str
+    full_name: str | None = None
+    """The repository's name as GitHub spells it (the owner may have typed another case)."""
     user: str | None = None
     visibility: str | None = None
     default_branch: str | None = None
@@ -58,6 +60,7 @@ def run_check(folder: RunFolder, request: Request, secrets: Secrets, registry: R
             report = attrs.evolve(
                 report,
                 user=user.login,
+                full_name=repository.full_name,
                 visibility=repository.visibility,
                 default_branch=repository.default_branch,
                 can_push=repository.can_push,

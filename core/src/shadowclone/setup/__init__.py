@@ -21,7 +21,7 @@ from shadowclone.errors import PluginUnavailable, ShadowcloneError
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import Request, RunMode, SetupRecord, now
 from shadowclone.node.setups import write_setup
-from shadowclone.node.target import Target, parse_repo
+from shadowclone.node.target import Target, parse_repo, same_repo
 from shadowclone.plugin.manager import Registry
 from shadowclone.plugin.types import CloneState, Launcher, LaunchSpec, SecretProviderRegistration
 from shadowclone.run.check import CheckReport
@@ -164,6 +164,8 @@ def setup_repository(
     ):
         return summary.done("ask for write access to the repository", refused=True)
 
+    if report.full_name and same_repo(report.full_name, repo):
+        repo = report.full_name  # as GitHub spells it: what the clones will show
     record = SetupRecord(
         repo=repo,
         config_version=config.version,

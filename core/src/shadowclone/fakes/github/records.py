@@ -107,7 +107,7 @@ class Repo:
 
     def permission(self, login: str | None) -> Permission:
         """What `login` may do here, as GitHub's collaborator permission names it."""
-        if login is not None and login == self.owner:
+        if login is not None and login.lower() == self.owner.lower():
             return "admin"
         if login is not None and login in self.collaborators:
             return self.collaborators[login]
@@ -125,6 +125,14 @@ class State:
     def next_id(self) -> int:
         self.last_id += 1
         return self.last_id
+
+    def repo(self, full_name: str) -> Repo | None:
+        """The repository named `full_name` in any letter case, as GitHub finds it."""
+        repo = self.repos.get(full_name)
+        if repo is not None:
+            return repo
+        folded = full_name.lower()
+        return next((r for name, r in self.repos.items() if name.lower() == folded), None)
 
 
 @attrs.frozen

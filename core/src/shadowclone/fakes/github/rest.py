@@ -66,7 +66,7 @@ class Call:
 
     def repo(self, owner: str, name: str) -> Repo:
         """The repository if the viewer can see it; GitHub answers 404 for a private one."""
-        repo = self.fake.state.repos.get(f"{owner}/{name}")
+        repo = self.fake.state.repo(f"{owner}/{name}")
         if repo is None or repo.permission(self.viewer) == "none":
             raise ApiError(404, "Not Found")
         return repo
@@ -179,7 +179,7 @@ def pull_json(call: Call, repo: Repo, issue: Issue) -> Json:
     assert issue.pull is not None
     pull = issue.pull
     api = f"{call.api}/repos/{repo.full_name}"
-    head_repo = call.fake.state.repos.get(pull.head_repo)
+    head_repo = call.fake.state.repo(pull.head_repo)
     head_sha = call.fake.branch_sha(pull.head_repo, pull.head_ref) or git.rev_parse(
         call.fake.repo_path(repo.full_name), f"refs/pull/{issue.number}/head"
     )
@@ -370,9 +370,9 @@ def list_pulls(call: Call, owner: str, name: str) -> Reply:
         if base is not None and issue.pull.base_ref != base:
             continue
         if head is not None:
-            head_owner = owner_of(issue.pull.head_repo)
+            head_owner = owner_of(issue.pull.head_repo).lower()
             wanted_owner, _, wanted_ref = head.rpartition(":")
-            if wanted_ref != issue.pull.head_ref or wanted_owner not in ("", head_owner):
+            if wanted_ref != issue.pull.head_ref or wanted_owner.lower() not in ("", head_owner):
                 continue
         found.append(pull_json(call, repo, issue))
     return 200, found

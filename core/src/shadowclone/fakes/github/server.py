@@ -177,7 +177,7 @@ class FakeGitHub:
         owner that is no user is an organization: only collaborators get access."""
         owner, name = _split(full_name)
         with self.lock:
-            if full_name in self.state.repos:
+            if self.state.repo(full_name) is not None:
                 raise ValueError(f"repository {full_name} exists already")
             path = self.repo_path(full_name)
             git.init_bare(path, default_branch)
@@ -262,7 +262,7 @@ class FakeGitHub:
             head_repo = full_name
             if fork:
                 head_repo = f"{author}/{repo.name}"
-                if head_repo not in self.state.repos:
+                if self.state.repo(head_repo) is None:
                     self._fork(repo, author)
             self.commit(head_repo, branch, files or {}, author=author, message=title, start=base)
             return self.open_pull_request(
@@ -328,8 +328,9 @@ class FakeGitHub:
         return self.issue(full_name, number).comments
 
     def repo_path(self, full_name: str) -> Path:
-        """The bare repository behind `full_name`."""
-        return self.state_dir / "repos" / f"{full_name}.git"
+        """The bare repository behind `full_name` (in any letter case)."""
+        repo = self.state.repo(full_name)
+        return self.state_dir / "repos" / f"{repo.full_name if repo else full_name}.git"
 
     def branch_sha(self, full_name: str, branch: str) -> str | None:
         return git.rev_parse(self.repo_path(full_name), f"refs/heads/{branch}")
@@ -363,8 +364,10 @@ class FakeGitHub:
         """What `POST /pulls` does, with GitHub's refusals."""
         with self.lock:
             repo = self._repo(full_name)
-            if head_repo not in self.state.repos or self.branch_sha(head_repo, head) is None:
+            found = self.state.repo(head_repo)
+            if found is None or self.branch_sha(found.full_name, head) is None:
                 raise ApiError(422, "Validation Failed", _invalid("head"))
+            head_repo = found.full_name
             if self.branch_sha(full_name, base) is None:
                 raise ApiError(422, "Validation Failed", _invalid("base"))
             label = f"{owner_of(head_repo)}:{head}"
@@ -450,7 +453,7 @@ class FakeGitHub:
         save_state(self._state_file, self.state)
 
     def _repo(self, full_name: str) -> Repo:
-        repo = self.state.repos.get(full_name)
+        repo = self.state.repo(full_name)
         if repo is None:
             raise KeyError(f"no repository {full_name}")
         return repo
@@ -502,7 +505,7 @@ class FakeGitHub:
         path = self.repo_path(repo.full_name)
         ref = f"refs/pull/{issue.number}/head"
         source = f"refs/heads/{issue.pull.head_ref}"
-        if issue.pull.head_repo == repo.full_name:
+        if issue.pull.head_repo.lower() == repo.full_name.lower():
             sha = git.rev_parse(path, source)
             if sha is not None:
                 git.git(path, "update-ref", ref, sha)
@@ -514,7 +517,7 @@ class FakeGitHub:
         with self.lock:
             for repo in self.state.repos.values():
                 for issue in repo.issues.values():
-                    if issue.pull is not None and issue.pull.head_repo == full_name:
+                    if issue.pull is not None and issue.pull.head_repo.lower() == full_name.lower():
                         self._sync_pull_ref(repo, issue)
 
     def _record(self, request: LoggedRequest) -> None:
@@ -664,10 +667,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _git(self, path: str, query: str, body: bytes, user: str | None) -> git.Reply:
         fake = self.server.fake
-        full_name = path.lstrip("/").split(".git/")[0]
+        full_name, _, rest_of_path = path.lstrip("/").partition(".git/")
         pushing = "git-receive-pack" in (path + query)
         with fake.lock:
-            repo = fake.state.repos.get(full_name)
+            repo = fake.state.repo(full_name)
+            if repo is not None:  # GitHub takes any letter case; the bare repository has one
+                full_name = repo.full_name
+                path = f"/{full_name}.git/{rest_of_path}"
             permission = repo.permission(user) if repo is not None else "none"
             denied = repo is not None and user in repo.push_denied
             protected = list(repo.protected_branches) if repo is not None else []
