@@ -277,13 +277,17 @@ class LocalNode:
     def _view(self, folder: RunFolder, lines: int = 0) -> CloneView:
         request = folder.request()
         problems: list[str] = []
+        # The stop marker before the record: serve marks a clone `launching_at`, then reads
+        # the marker; read in this order, a clone serve goes on to launch is never seen here
+        # as stopped in the queue (whose active marker admission would drop).
+        stop = folder.stop_marker()
         try:
             record = folder.record()
         except MalformedFile as error:
             record, problems = None, [str(error)]
-        stop = folder.stop_marker()
         state = record.state if record else State.QUEUED
-        if state is State.QUEUED and stop is not None:
+        launching = record is not None and record.launching_at is not None
+        if state is State.QUEUED and stop is not None and not launching:
             state = State.STOPPED  # a queued clone with a stop marker never starts (R14)
         view = CloneView(
             id=folder.id,

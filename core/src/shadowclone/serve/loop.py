@@ -311,6 +311,8 @@ class Server:
                 attrs.evolve(record, state=State.RUNNING, started_at=started, launching_at=None),
             )
             self.read_progress(clone)
+            if status.state is CloneState.RUNNING and self._stopped_in_launch(clone):
+                return
         if status.state is CloneState.MISSING:
             self.vanished(clone)
         elif status.state is CloneState.EXITED:
@@ -435,8 +437,18 @@ class Server:
                 busy.add(clone.request.login)
 
     def launch(self, clone: Clone) -> None:
+        """A stop always wins: the stop marker is read again after `launching_at` is written.
+        `stop` writes its marker before it reads the record, and the node counts a queued
+        clone with a marker as stopped only while `launching_at` is unset; so either this
+        read sees the marker, or `stop` sees `launching_at` and the clone stays active (its
+        issue held) until the launched clone is stopped, at once."""
         moment = self.clock()
         self.write(clone, attrs.evolve(clone.record, launching_at=moment))
+        if clone.folder.stop_marker() is not None:
+            log.info("clone %s was stopped as it was about to launch; it never starts", clone.id)
+            self.write(clone, records.stopped_in_queue(clone.record, self.clock()))
+            self._forget(clone)
+            return
         try:
             self.launcher.launch(self.spec(clone))
         except Exception as error:  # noqa: BLE001 - any launcher failure fails this clone only
@@ -450,7 +462,25 @@ class Server:
         )
         log.info("clone %s on %s is running", clone.id, clone.request.target.key)
         self.read_progress(clone)
+        if self._stopped_in_launch(clone):
+            return
         self.deliver(clone)
+
+    def _stopped_in_launch(self, clone: Clone) -> bool:
+        """A stop written while the clone was being launched: it has no work to save, so the
+        launcher stops it now rather than after the stop grace."""
+        marker = clone.folder.stop_marker()
+        if marker is None:
+            return False
+        log.info("clone %s was stopped while it was launched; stopping it now", clone.id)
+        clone.stop_at = marker.at
+        if clone.stopping is None:
+            clone.stopping = threading.Thread(
+                target=self._stop, args=(clone.id,), name=f"stop {clone.id}", daemon=True
+            )
+            clone.stopping.start()
+        self._await_exit(clone)
+        return True
 
     def spec(self, clone: Clone, network: NetworkMode = NetworkMode.OPEN) -> LaunchSpec:
         request = clone.request
