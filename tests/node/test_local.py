@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import attrs
 import pytest
-from shadowclone.config import Paths
+from shadowclone.config import Paths, set_value
 from shadowclone.config.schema import ProviderConfig
 from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
-from shadowclone.node.local import LocalNode
+from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     Answer,
@@ -57,7 +57,7 @@ def test_start_writes_a_request_that_list_and_get_show(node: LocalNode, home: Pa
         ("acme/app#7", "acme/app#7", None),
         ("https://github.com/acme/app/issues/7", "acme/app#7", "issue"),
         ("https://github.com/acme/app/pull/12", "acme/app#12", "pull"),
-        ("https://ghe.example.com/acme/app/pull/12/", "acme/app#12", "pull"),
+        ("https://GitHub.com/acme/app/pull/12/", "acme/app#12", "pull"),
     ],
 )
 def test_start_takes_short_names_and_urls(
@@ -89,6 +89,47 @@ def test_start_refuses_anything_else_with_one_line(node: LocalNode, home: Paths,
         node.start(text)
     assert "expected owner/repo#N, or an issue or pull request URL" in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://gitlab.com/acme/app/issues/5",
+        "http://evil.example/acme/app/pull/6",
+        "https://github.com.evil.example/acme/app/issues/7",
+        "https://evil.example.github.com/acme/app/issues/7",
+        "https://user:pass@evil.example/acme/app/issues/7",
+        "https://user:pass@github.com/acme/app/issues/7",
+        "https://x@github.com/acme/app/issues/7",
+        "https://github.com:8443/acme/app/issues/7",
+        "https://ghe.example.com/acme/app/pull/12/",
+    ],
+)
+def test_start_takes_urls_on_the_configured_github_only(
+    node: LocalNode, home: Paths, text: str
+) -> None:
+    set_up(home)
+    with pytest.raises(BadInput) as refused:
+        node.start(text)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "user or password" in message or "is not the configured GitHub (github.com" in message
+    assert not list(home.clones_dir.glob("*-*-*"))
+
+
+def test_a_github_enterprise_host_is_taken_when_configured(home: Paths) -> None:
+    set_value(home, "github.url", '"https://ghe.example.com:8443"')
+    set_up(home)
+    view = local_node(home).start("https://ghe.example.com:8443/acme/app/pull/12/")
+    assert (view.target.key, view.target.kind) == ("acme/app#12", "pull")
+    with pytest.raises(BadInput, match="is not the configured GitHub"):
+        local_node(home).start("https://github.com/acme/app/pull/12")
+
+
+def test_an_empty_engine_name_is_refused(node: LocalNode, home: Paths) -> None:
+    set_up(home)
+    with pytest.raises(BadInput, match="--engine: expected an engine name"):
+        node.start("acme/app#1", engine="")
 
 
 def test_start_refuses_a_repository_with_no_setup(node: LocalNode) -> None:

@@ -24,8 +24,9 @@ class App:
     paths: Paths = attrs.field(factory=default_paths)
     _node: LocalNode | None = None
     out: Console = attrs.field(
-        factory=lambda: Console(highlight=False, soft_wrap=True, emoji=False)
+        factory=lambda: Console(highlight=False, soft_wrap=True, emoji=False, markup=False)
     )
+    """A clone's text is data, never markup: `[/x]` or `[redacted]` is printed as written."""
 
     def node(self) -> LocalNode:
         if self._node is None:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import click
+from rich.text import Text
 
 from shadowclone.cli.app import App, format_progress, pass_app
 from shadowclone.config import Paths, default_paths, init_config, load_config, set_value
@@ -156,7 +157,7 @@ def demo(app: App, keep: bool, launcher: str, image: str | None) -> None:
             host = _docker_host_address(image)
         with FakeGitHub(root / "github", host=host) as github:
             paths, number = _prepare(root, github, launcher, image)
-            out.print(f"[bold]shadowclone demo[/]  home {root}")
+            out.print(Text.assemble(("shadowclone demo", "bold"), f"  home {root}"))
             out.print(f"fake GitHub at {github.url}: {REPO} with issue #{number} {ISSUE_TITLE!r}")
             with _serving(paths):
                 out.print(f"serve is running ({launcher} launcher, scripted engine)")
@@ -168,10 +169,10 @@ def demo(app: App, keep: bool, launcher: str, image: str | None) -> None:
                 answered = _follow(app, node, view.id)
                 final = node.get(view.id, lines=1)
             _check(github, final.state, final.outcome, final.pr_url, answered)
-            out.print(f"\n[bold]pull request[/] {final.pr_url}")
+            out.print(Text.assemble("\n", ("pull request", "bold"), f" {final.pr_url}"))
             branch_file = _greeting(github)
             out.print(f"GREETING.md on the clone's branch:\n{branch_file}")
-            out.print("[bold]final report[/]")
+            out.print("final report", style="bold")
             out.print(final.report or "")
             out.print(f"\ndemo done in {time.monotonic() - began:.1f} s")
     finally:

@@ -7,6 +7,7 @@ owner's comments and key order survive.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,14 @@ from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, Iterabl
 
 from shadowclone.config.paths import Paths, default_paths
 from shadowclone.config.schema import DEFAULT_IMAGE, STRANGERS, Config
-from shadowclone.errors import ConfigError
-from shadowclone.node.files import write_atomic
+from shadowclone.errors import ConfigError, MalformedFile
+from shadowclone.node.files import read_bounded, write_atomic
 
+MAX_CONFIG_BYTES = 1024 * 1024
+
+_MAX_CPUS = 4096
+_MEMORY = re.compile(r"^[1-9][0-9]{0,15}[bkmgBKMG]?$")
+"""A size as Docker takes it: a whole number of bytes, or of k, m or g."""
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
 
@@ -101,12 +107,32 @@ def check(config: Config) -> list[str]:
             if value is not None and not re.match(r"^https?://[^/?#@\s]+", value):
                 problems.append(f"providers.{name}.{key}: expected an http(s) URL")
     for key in ("url", "api_url"):
-        if not re.match(r"^https?://", getattr(config.github, key)):
-            problems.append(f"github.{key}: expected an http(s) URL")
+        if not re.match(r"^https?://[^/?#@\s]+(?:/[^?#\s]*)?$", getattr(config.github, key)):
+            problems.append(f"github.{key}: expected an http(s) URL with no user or password")
     if not 0 < config.limits.ask_timeout_s <= 30 * 60:
         problems.append("limits.ask_timeout_s: expected more than 0 and at most 1800 seconds")
-    if config.limits.stall_timeout_s <= 0:
-        problems.append("limits.stall_timeout_s: expected more than 0 seconds")
+    if not 0 < config.limits.stall_timeout_s < math.inf:
+        problems.append("limits.stall_timeout_s: expected a number of seconds more than 0")
+    if not 0 < config.limits.cpus <= _MAX_CPUS:
+        problems.append(
+            f"limits.cpus: expected a number more than 0 and at most {_MAX_CPUS}, "
+            f"got {config.limits.cpus}"
+        )
+    if not _MEMORY.match(config.limits.memory):
+        problems.append(
+            f"limits.memory: expected a size such as 512m or 4g, got {config.limits.memory!r}"
+        )
+    for key in ("engine", "launcher", "image"):
+        if not getattr(config, key).strip():
+            problems.append(f"{key}: expected a name, got ''")
+    for key in ("clones", "secrets"):
+        value = getattr(config.paths, key)
+        if value is None:
+            continue
+        if not value.strip() or "\0" in value:
+            problems.append(f"paths.{key}: expected a path, got {value!r}")
+        elif key == "clones" and not _folder_or_nothing(Path(value).expanduser()):
+            problems.append(f"paths.clones: {value} is not a folder")
     if config.security.strangers not in STRANGERS:
         problems.append(
             f"security.strangers: expected one of {', '.join(map(repr, STRANGERS))}, got "
@@ -115,16 +141,27 @@ def check(config: Config) -> list[str]:
     return problems
 
 
+def _folder_or_nothing(path: Path) -> bool:
+    try:
+        return path.is_dir() or not path.exists()
+    except OSError:  # a path too long, or that cannot be looked at
+        return False
+
+
 def parse_config(text: str, source: Path) -> Config:
     try:
         data = tomlkit.parse(text).unwrap()
-    except tomlkit.exceptions.ParseError as error:
+    except tomlkit.exceptions.TOMLKitError as error:  # KeyAlreadyPresent is no ParseError
+        raise ConfigError(f"{source}: not valid TOML: {error}") from None
+    except (ValueError, OverflowError) as error:  # a time at the edge of the calendar
         raise ConfigError(f"{source}: not valid TOML: {error}") from None
     try:
         config = CONVERTER.structure(data, Config)
     except (ClassValidationError, ForbiddenExtraKeysError) as error:
         problems = _problems(error, "")
         raise ConfigError(f"{source}: {problems[0] if problems else error}") from None
+    except Exception as error:  # noqa: BLE001 - any shape of hostile TOML is one line
+        raise ConfigError(f"{source}: not a valid config: {error}") from None
     problems = check(config)
     if problems:
         raise ConfigError(f"{source}: {problems[0]}")
@@ -136,12 +173,14 @@ def load_config(paths: Paths | None = None) -> tuple[Config, Paths]:
     and the secrets file)."""
     paths = paths or default_paths()
     try:
-        text = paths.config_file.read_text(encoding="utf-8")
+        text = read_bounded(paths.config_file, MAX_CONFIG_BYTES, plain_folder=False).decode()
     except FileNotFoundError:
         raise ConfigError(
             f"{paths.config_file}: no config file; run `shadowclone config init` to create one"
         ) from None
-    except (OSError, UnicodeDecodeError) as error:
+    except MalformedFile as error:
+        raise ConfigError(str(error)) from None
+    except UnicodeDecodeError as error:
         raise ConfigError(f"{paths.config_file}: cannot read: {error}") from None
     config = parse_config(text, paths.config_file)
     return config, paths.with_overrides(config.paths.clones, config.paths.secrets)
@@ -229,23 +268,29 @@ def _parse_value(raw: str) -> Any:
 def set_value(paths: Paths, key: str, raw: str) -> Config:
     """Change one key, keeping every comment and the order; refuses a result that would not load."""
     try:
-        document = tomlkit.parse(paths.config_file.read_text(encoding="utf-8"))
+        data = read_bounded(paths.config_file, MAX_CONFIG_BYTES, plain_folder=False)
+        document = tomlkit.parse(data.decode())
     except FileNotFoundError:
         raise ConfigError(
             f"{paths.config_file}: no config file; run `shadowclone config init`"
         ) from None
-    except tomlkit.exceptions.ParseError as error:
+    except MalformedFile as error:
+        raise ConfigError(str(error)) from None
+    except (tomlkit.exceptions.TOMLKitError, ValueError) as error:
         raise ConfigError(f"{paths.config_file}: not valid TOML: {error}") from None
     *parents, leaf = key.split(".")
     table: Any = document
-    for part in parents:
-        if part not in table:
-            table[part] = tomlkit.table()
-        table = table[part]
-        if not isinstance(table, dict):
-            raise ConfigError(f"{paths.config_file}: {key}: {part} is not a table")
-    table[leaf] = _parse_value(raw)
-    text = tomlkit.dumps(document)
+    try:
+        for part in parents:
+            if part not in table:
+                table[part] = tomlkit.table()
+            table = table[part]
+            if not isinstance(table, dict):
+                raise ConfigError(f"{paths.config_file}: {key}: {part} is not a table")
+        table[leaf] = _parse_value(raw)
+        text = tomlkit.dumps(document)
+    except (tomlkit.exceptions.TOMLKitError, ValueError) as error:
+        raise ConfigError(f"{paths.config_file}: {key}: cannot set it: {error}") from None
     config = parse_config(text, paths.config_file)
     write_atomic(paths.config_file, text.encode())
     return config

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from shadowclone.node import files
-from shadowclone.node.runfolder import ID_PATTERN, ID_TIME_FORMAT, id_time, run_folders
+from shadowclone.node.runfolder import ID_TIME_FORMAT, id_time, is_clone_id, run_folders
 
 INDEX_FILE = "index"
 ID_LENGTH = 18
@@ -55,9 +55,9 @@ class CloneIndex:
     def append(self, clone_id: str) -> None:
         """Add a new clone's id. Under start.lock, so this process is the only writer: a record
         torn by a crash is cut off first (its clone never got further than its folder)."""
-        if not ID_PATTERN.match(clone_id):
+        if not is_clone_id(clone_id):
             raise ValueError(f"{clone_id!r} is not a clone id")
-        descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        descriptor = files.open_plain(self.path, os.O_WRONLY | os.O_CREAT, plain_folder=False)
         try:
             end = os.fstat(descriptor).st_size
             whole = end - end % RECORD
@@ -124,7 +124,7 @@ class _Records(Sequence[str]):
     """The index file as a sequence of ids, read record by record (for the binary search)."""
 
     def __init__(self, path: Path) -> None:
-        self._descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        self._descriptor = files.open_plain(path, os.O_RDONLY, plain_folder=False)
         self._count = os.fstat(self._descriptor).st_size // RECORD
 
     def __enter__(self) -> _Records:
@@ -150,6 +150,6 @@ class _Records(Sequence[str]):
             block = os.pread(self._descriptor, end - start, start)
             for offset in range(len(block) - RECORD, -1, -RECORD):
                 clone_id = block[offset : offset + ID_LENGTH].decode("ascii", errors="replace")
-                if ID_PATTERN.match(clone_id):
+                if is_clone_id(clone_id):
                     yield clone_id
             end = start

@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import attrs
-import filelock
 
 from shadowclone.config import Config, Paths, load_config
 from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
 from shadowclone.node import files
 from shadowclone.node.index import CloneIndex
-from shadowclone.node.runfolder import ID_PATTERN, RunFolder, new_clone_id
+from shadowclone.node.runfolder import RunFolder, is_clone_id, new_clone_id
 from shadowclone.node.schemas import (
     Answer,
     ChosenBy,
@@ -125,7 +124,9 @@ class LocalNode:
     def start(
         self, target_text: str, engine: str | None = None, instructions: str = ""
     ) -> CloneView:
-        target = Target.parse(target_text)
+        target = Target.parse(target_text, self.config.github.url)
+        if engine is not None and not engine.strip():
+            raise BadInput("--engine: expected an engine name (claude, codex...), got ''")
         with contextlib.suppress(MalformedFile):  # admission reports it, under the lock
             setup = read_setup(self.paths, target.repo_full_name)
             engine = engine or (setup.engine if setup else None)
@@ -143,15 +144,17 @@ class LocalNode:
                 f"{self.paths.config_file}: providers.{engine_name}.login: {provider.login!r} is a "
                 f"login for {login.engine}, not {engine_name}"
             )
-        self.paths.clones_dir.mkdir(parents=True, exist_ok=True)
-        self.paths.active_dir.mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(self.paths.start_lock, timeout=START_LOCK_TIMEOUT_S)
+        files.make_folder(self.paths.clones_dir)
+        files.make_folder(self.paths.active_dir)
+        lock = files.FileLock(
+            self.paths.start_lock, timeout=START_LOCK_TIMEOUT_S, plain_folder=False
+        )
         try:
             with lock:
                 api = provider.base_url or login.base_url or registration.default_base_url
                 model_host = urlparse(api).netloc if api else None
                 return self._admit(target, engine_name, login, instructions, model_host)
-        except filelock.Timeout:
+        except files.LockBusy:
             raise Refused(
                 f"{self.paths.start_lock}: another start has held the lock for over "
                 f"{START_LOCK_TIMEOUT_S:.0f} s"
@@ -221,7 +224,9 @@ class LocalNode:
         )
         # The active marker goes first: a crash before the request leaves a marker without a
         # request, which the next start removes; never a request that admission cannot see.
-        files.write_atomic(self.paths.active_dir / folder.id, target.key.encode())
+        files.write_atomic(
+            self.paths.active_dir / folder.id, target.key.encode(), plain_folder=True
+        )
         folder.write_request(request)
         return self._view(folder)
 
@@ -252,12 +257,15 @@ class LocalNode:
     def _active(self, clean: bool = False) -> list[CloneView]:
         """Active clones, from the active markers; `clean` (under start.lock) drops stale ones."""
         try:
+            files.check_plain_folder(self.paths.active_dir)
             ids = sorted(os.listdir(self.paths.active_dir))
         except FileNotFoundError:
             return []
+        except OSError as error:
+            raise MalformedFile(self.paths.active_dir, f"cannot list: {error.strerror}") from None
         active: list[CloneView] = []
         for clone_id in ids:
-            if not ID_PATTERN.match(clone_id):
+            if not is_clone_id(clone_id):
                 continue
             folder = RunFolder(self.paths.clones_dir / clone_id)
             try:
@@ -268,8 +276,10 @@ class LocalNode:
             if view is not None and view.state.active:
                 active.append(view)
             elif clean:
-                with contextlib.suppress(FileNotFoundError):
-                    (self.paths.active_dir / clone_id).unlink()
+                try:
+                    files.remove(self.paths.active_dir / clone_id)
+                except MalformedFile as error:
+                    log.warning("a stale active marker stays: %s", error)
         return active
 
     # ------------------------------------------------------------------ reading
@@ -344,7 +354,7 @@ class LocalNode:
         """The run folder of an id, or of a unique prefix of one."""
         clone_id = clone_id.strip()
         exact = RunFolder(self.paths.clones_dir / clone_id)
-        if ID_PATTERN.match(clone_id) and exact.exists():
+        if is_clone_id(clone_id) and exact.exists():
             return exact
         if clone_id and "/" not in clone_id and "." not in clone_id:
             matches = [

@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,18 +41,36 @@ def new_clone_id(at: datetime) -> str:
 
 
 def id_time(clone_id: str) -> datetime | None:
+    """The time in a clone id; None if it is not an id (or names a time that never was)."""
     match = ID_PATTERN.match(clone_id)
     if not match:
         return None
-    return datetime.strptime(match.group(1), ID_TIME_FORMAT).replace(tzinfo=UTC)
+    try:
+        return datetime.strptime(match.group(1), ID_TIME_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def is_clone_id(name: str) -> bool:
+    """A folder or marker name that is a clone id: the shape and a real time."""
+    return id_time(name) is not None
+
+
+MAX_LINE_BYTES = 4 * 1024 * 1024
+"""The longest line a JSON-lines reader takes (a final line with a long report fits)."""
 
 
 def read_json_lines(path: Path, kind: type[T], start: int = 0) -> tuple[list[T], list[str], int]:
+    """The well-formed lines from `start`, the problems with the others (each naming the file),
+    and where the next read starts. A file that is not a plain file raises `MalformedFile`."""
     raw, end = files.read_lines(path, start)
     items: list[T] = []
     problems: list[str] = []
     for number, line in enumerate(raw, 1):
         if not line.strip():
+            continue
+        if len(line) > MAX_LINE_BYTES:
+            problems.append(f"{path} (line at byte {start}+{number}): longer than {MAX_LINE_BYTES}")
             continue
         try:
             items.append(schemas.loads(line, kind, path))
@@ -106,7 +125,17 @@ class RunFolder:
         return self.path / "stop.json"
 
     def exists(self) -> bool:
-        return self.request_file.exists()
+        """A request is there (whatever it holds: reading it says what is wrong), or the
+        run folder is something else than a folder (a link, a file: reading refuses it)."""
+        try:
+            if not stat.S_ISDIR(os.lstat(self.path).st_mode):
+                return True
+            os.lstat(self.request_file)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError:
+            return True  # there, but unreadable: reading it reports why
+        return True
 
     def request(self) -> Request:
         return schemas.read(self.request_file, Request)
@@ -163,8 +192,12 @@ class RunFolder:
 def run_folders(clones_dir: Path) -> Iterator[RunFolder]:
     """Every run folder, newest first, by name alone (no file is read)."""
     try:
-        names = [e.name for e in os.scandir(clones_dir) if ID_PATTERN.match(e.name)]
+        names = [e.name for e in os.scandir(clones_dir) if is_clone_id(e.name)]
     except FileNotFoundError:
         return
+    except OSError as error:
+        raise MalformedFile(
+            clones_dir, f"cannot list the clones folder: {error.strerror}"
+        ) from None
     for name in sorted(names, reverse=True):
         yield RunFolder(clones_dir / name)

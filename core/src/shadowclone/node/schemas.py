@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,11 +18,18 @@ import cattrs
 from cattrs.errors import BaseValidationError
 
 from shadowclone.errors import MalformedFile
-from shadowclone.node.files import write_atomic
+from shadowclone.node.files import MAX_DOCUMENT_BYTES, read_bounded, write_atomic
 from shadowclone.node.target import Target
 from shadowclone.plugin.types import NetworkMode, Outcome
 
 SCHEMA_VERSION = 1
+MAX_DEPTH = 32
+"""No file of ours nests deeper; a reader refuses deeper JSON before it is structured."""
+
+
+def _finite(_instance: object, attribute: attrs.Attribute[float], value: float | None) -> None:
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{attribute.name}: expected a finite number of at least 0, got {value}")
 
 
 def now() -> datetime:
@@ -86,7 +94,7 @@ class Question:
     recommended: str
     free_text: bool = False
     """True if the owner may answer with words of their own, not only an option."""
-    timeout_s: float = 30 * 60
+    timeout_s: float = attrs.field(default=30 * 60.0, validator=_finite)
 
 
 @attrs.frozen
@@ -100,7 +108,7 @@ class Answer:
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float | None = None
+    cost_usd: float | None = attrs.field(default=None, validator=_finite)
 
 
 @attrs.frozen
@@ -156,8 +164,8 @@ class Request:
     network-off or not."""
     instructions: str = ""
     """Extra words from the owner for the engine, beside the issue itself."""
-    ask_timeout_s: float = 30 * 60
-    stall_timeout_s: float = 20 * 60
+    ask_timeout_s: float = attrs.field(default=30 * 60.0, validator=_finite)
+    stall_timeout_s: float = attrs.field(default=20 * 60.0, validator=_finite)
     check_commands: tuple[str, ...] = ()
     mode: RunMode = RunMode.CLONE
     strangers_network: NetworkMode = NetworkMode.MODEL_ONLY
@@ -264,7 +272,10 @@ def _make_converter() -> cattrs.Converter:
         if not isinstance(value, str):
             raise ValueError(f"expected an ISO time, got {value!r}")
         parsed = datetime.fromisoformat(value)
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        try:  # kept in UTC: a time at the edge of the calendar fails here, not when shown
+            return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        except OverflowError:
+            raise ValueError(f"time {value!r} is out of range") from None
 
     converter.register_structure_hook(datetime, structure_datetime)
     return converter
@@ -280,11 +291,51 @@ def dumps(value: object) -> bytes:
     ).encode()
 
 
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object that says a key twice is ambiguous: which one did its writer mean?"""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        found[key] = value
+    return found
+
+
+def _check_tree(raw: object) -> None:
+    """Refuse nesting deeper than `MAX_DEPTH` and strings that cannot be written back as
+    UTF-8 (lone surrogates); iterative, so no hostile depth reaches the recursion limit."""
+    stack: list[tuple[object, int]] = [(raw, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("a string holds a lone surrogate (\\ud800 and the like)") from None
+        elif isinstance(value, dict | list):
+            if depth >= MAX_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+            items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+            stack.extend((item, depth + 1) for item in items)
+
+
 def loads(data: bytes | str, kind: type[T], source: Path) -> T:
-    """Parse one JSON document as `kind`, or raise `MalformedFile` naming `source`."""
+    """Parse one JSON document as `kind`, or raise `MalformedFile` naming `source`.
+
+    Total: whatever the bytes, the result is a `kind` or `MalformedFile` (size, depth,
+    encoding, NaN, numbers and times out of range, wrong types)."""
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise MalformedFile(source, f"{len(data)} bytes; at most {MAX_DOCUMENT_BYTES} are read")
     try:
-        raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as error:
+        raw = json.loads(data, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
+        _check_tree(raw)
+    except RecursionError:
+        raise MalformedFile(source, f"not valid JSON (nested deeper than {MAX_DEPTH})") from None
+    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise MalformedFile(source, f"not valid JSON ({error})") from None
     if not isinstance(raw, dict):
         raise MalformedFile(source, f"expected a JSON object for a {kind.__name__}")
@@ -295,23 +346,18 @@ def loads(data: bytes | str, kind: type[T], source: Path) -> T:
         )
     try:
         return CONVERTER.structure(raw, kind)
-    except (BaseValidationError, ValueError, TypeError, KeyError) as error:
-        if isinstance(error, BaseValidationError):
-            detail = "; ".join(cattrs.transform_error(error))
-        else:
-            detail = str(error)
-        raise MalformedFile(source, f"not a valid {kind.__name__}: {detail}") from None
+    except BaseValidationError as error:
+        detail = "; ".join(cattrs.transform_error(error))
+    except Exception as error:  # noqa: BLE001 - hostile data: any failure names the file
+        detail = f"{type(error).__name__}: {error}"
+    raise MalformedFile(source, f"not a valid {kind.__name__}: {detail}")
 
 
 def read(path: Path, kind: type[T]) -> T:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise
-    except OSError as error:
-        raise MalformedFile(path, f"cannot read: {error.strerror or error}") from None
-    return loads(data, kind, path)
+    """A run-folder or setup file as `kind`; FileNotFoundError if there is none, else
+    `MalformedFile` for anything but a plain, well-formed file (see `files`)."""
+    return loads(read_bounded(path), kind, path)
 
 
 def write(path: Path, value: object) -> None:
-    write_atomic(path, dumps(value) + b"\n")
+    write_atomic(path, dumps(value) + b"\n", plain_folder=True)

@@ -44,7 +44,9 @@ class Target:
         return self.key
 
     @classmethod
-    def parse(cls, text: str) -> Target:
+    def parse(cls, text: str, github_url: str | None = None) -> Target:
+        """`owner/repo#N`, or a URL on `github_url`'s host (any host if None): a URL on
+        another host, or with a user, a password or another port, names something else."""
         text = text.strip()
         short = _SHORT.match(text)
         if short:
@@ -52,6 +54,8 @@ class Target:
             return cls(owner, repo.removesuffix(".git"), int(number))
         url = urlparse(text)
         if url.scheme in ("http", "https") and url.netloc:
+            if github_url is not None:
+                _check_host(text, url.netloc, github_url)
             path = _PATH.match(url.path)
             if path and not url.query and not url.fragment:
                 owner, repo, kind, number = path.groups()
@@ -62,6 +66,16 @@ class Target:
 def same_repo(a: str, b: str) -> bool:
     """Whether two `owner/repo` names are one repository: GitHub ignores letter case."""
     return a.lower() == b.lower()
+
+
+def _check_host(text: str, netloc: str, github_url: str) -> None:
+    expected = urlparse(github_url).netloc.lower()
+    if "@" in netloc:
+        raise BadInput(f"target {text!r}: a URL with a user or password is never a target")
+    if netloc.lower() != expected:
+        raise BadInput(
+            f"target {text!r}: {netloc} is not the configured GitHub ({expected}, [github] url)"
+        )
 
 
 def parse_repo(text: str) -> tuple[str, str]:

@@ -8,11 +8,9 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-import filelock
-
 from shadowclone.config import Paths
-from shadowclone.errors import Refused
-from shadowclone.node.files import write_atomic
+from shadowclone.errors import MalformedFile, Refused
+from shadowclone.node.files import FileLock, LockBusy, make_folder, read_bounded, write_atomic
 
 PID_WAIT_S = 2.0
 """How long a refused serve waits for the holder to write its pid (it does so right after
@@ -26,8 +24,8 @@ def pid_file(paths: Paths) -> Path:
 def holder(paths: Paths) -> int | None:
     """The pid written by the serve that holds the lock, if it has written it."""
     try:
-        text = pid_file(paths).read_text(encoding="ascii").strip()
-    except (FileNotFoundError, UnicodeDecodeError):
+        text = read_bounded(pid_file(paths), 64, plain_folder=False).decode("ascii").strip()
+    except (FileNotFoundError, MalformedFile, UnicodeDecodeError):
         return None
     return int(text) if text.isdigit() else None
 
@@ -37,13 +35,13 @@ class ServeLock:
 
     def __init__(self, paths: Paths) -> None:
         self.paths = paths
-        self._lock = filelock.FileLock(paths.serve_lock, thread_local=False)
+        self._lock = FileLock(paths.serve_lock, timeout=0, plain_folder=False)
 
     def __enter__(self) -> ServeLock:
-        self.paths.clones_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(self.paths.clones_dir)
         try:
-            self._lock.acquire(blocking=False)
-        except filelock.Timeout:
+            self._lock.__enter__()
+        except LockBusy:
             raise Refused(self._refusal()) from None
         write_atomic(pid_file(self.paths), f"{os.getpid()}\n".encode())
         return self
@@ -57,7 +55,7 @@ class ServeLock:
         if holder(self.paths) == os.getpid():
             with contextlib.suppress(FileNotFoundError):
                 pid_file(self.paths).unlink()
-        self._lock.release()
+        self._lock.__exit__(None, None, None)
 
     def _refusal(self) -> str:
         deadline = time.monotonic() + PID_WAIT_S

@@ -34,7 +34,7 @@ from watchfiles import Change, watch
 from shadowclone.config import Config, Paths
 from shadowclone.errors import MalformedFile
 from shadowclone.node import files, schemas
-from shadowclone.node.runfolder import ID_PATTERN, RunFolder, run_folders
+from shadowclone.node.runfolder import RunFolder, is_clone_id, run_folders
 from shadowclone.node.schemas import Question, Record, Request, State, now
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import CloneState, CloneStatus, Launcher, LaunchSpec, NetworkMode
@@ -119,6 +119,9 @@ class Server:
         self._events: queue.SimpleQueue[set[str]] = queue.SimpleQueue()
         """Ids of clones to look at now: from the file watcher and the exit waiters."""
         self._stopping = threading.Event()
+        self.skipped: dict[str, str] = {}
+        """Clones serve cannot follow (a run-folder file it cannot read or write), by id, with
+        why: each is reported once, and every other clone goes on."""
 
     # ------------------------------------------------------------------ the loop
 
@@ -143,9 +146,10 @@ class Server:
     def step(self, touched: set[str]) -> None:
         """One pass: the clones whose files changed, then the timers, then the queue."""
         for clone_id in sorted(touched):
-            clone = self.clones.get(clone_id) or self.track(clone_id)
-            if clone is not None:
-                self.sync(clone)
+            with self.guard(clone_id):
+                clone = self.clones.get(clone_id) or self.track(clone_id)
+                if clone is not None:
+                    self.sync(clone)
         moment = time.monotonic()
         if moment - self._last_rescan >= self.settings.rescan_s:
             self._last_rescan = moment
@@ -223,15 +227,21 @@ class Server:
     def recover(self) -> None:
         """At start: take up every active clone, and settle with the launcher what happened
         while no serve ran (R22)."""
-        self.paths.active_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            files.make_folder(self.paths.active_dir)
+        except MalformedFile as error:
+            log.error("%s; clones are found by their run folders alone", error)
         for clone_id in sorted(self._candidates()):
-            self.track(clone_id)
+            with self.guard(clone_id):
+                self.track(clone_id)
         known = {status.clone_id: status for status in self.launcher.running()}
         for clone in list(self.clones.values()):
-            self.reconcile(clone, known.get(clone.id) or self.launcher.status(clone.id))
+            with self.guard(clone.id):
+                self.reconcile(clone, known.get(clone.id) or self.launcher.status(clone.id))
         for clone_id, status in known.items():
             if clone_id not in self.clones:
-                self.settle_orphan(clone_id, status)
+                with self.guard(clone_id):
+                    self.settle_orphan(clone_id, status)
 
     def _candidates(self) -> set[str]:
         """Active markers, and (once, at start) every run folder whose record is missing or
@@ -251,15 +261,49 @@ class Server:
 
     def _markers(self) -> set[str]:
         try:
-            return {n for n in os.listdir(self.paths.active_dir) if ID_PATTERN.match(n)}
+            files.check_plain_folder(self.paths.active_dir)
+            return {n for n in os.listdir(self.paths.active_dir) if is_clone_id(n)}
         except FileNotFoundError:
             return set()
+        except (MalformedFile, OSError) as error:
+            self.report("active", f"cannot read the active markers: {error}")
+            return set()
+
+    def report(self, key: str, problem: str) -> None:
+        """Log a problem once (serve looks again every few seconds)."""
+        if self.skipped.get(key) != problem:
+            self.skipped[key] = problem
+            log.error("%s", problem)
+
+    @contextlib.contextmanager
+    def guard(self, clone_id: str) -> Iterator[None]:
+        """Whatever a clone's files hold, only that clone is skipped (and reported): serve
+        goes on with every other clone."""
+        try:
+            yield
+        except MalformedFile as error:
+            self.skip(clone_id, error)
+
+    def skip(self, clone_id: str, error: MalformedFile) -> None:
+        """Stop following a clone whose run folder serve cannot read or write: record that it
+        failed and why where the record can be written, and let the launcher end it."""
+        self.report(clone_id, f"clone {clone_id} is skipped: {error}")
+        clone = self.clones.pop(clone_id, None)
+        if clone is not None:
+            try:
+                reason = f"serve cannot follow it: {error}"
+                self.write(clone, records.failed(clone.record, reason, self.clock()))
+            except MalformedFile as again:
+                self.report(f"{clone_id} record", f"clone {clone_id}: {again}")
+        self._release(clone_id)
 
     def rescan(self) -> None:
         for clone_id in sorted(self._markers() - self.clones.keys()):
-            self.track(clone_id)
+            with self.guard(clone_id):
+                self.track(clone_id)
         for clone in list(self.clones.values()):
-            self.sync(clone)
+            with self.guard(clone.id):
+                self.sync(clone)
 
     def track(self, clone_id: str) -> Clone | None:
         """Start following a clone, writing its first record if it has none; None for a
@@ -405,10 +449,11 @@ class Server:
             known = {status.clone_id: status for status in self.launcher.running()}
             for clone in clones:
                 status = known.get(clone.id) or self.launcher.status(clone.id)
-                if status.state is CloneState.EXITED:
-                    self.finish(clone, status)
-                elif status.state is CloneState.MISSING:
-                    self.vanished(clone)
+                with self.guard(clone.id):
+                    if status.state is CloneState.EXITED:
+                        self.finish(clone, status)
+                    elif status.state is CloneState.MISSING:
+                        self.vanished(clone)
         except Exception:
             log.exception("cannot ask the launcher about its clones; trying again soon")
 
@@ -428,10 +473,11 @@ class Server:
                 return
             if clone.request.one_at_a_time and clone.request.login in busy:
                 continue
-            if clone.folder.stop_marker() is not None:
-                self.sync(clone)  # stopped in the queue: never starts (R14)
-                continue
-            self.launch(clone)
+            with self.guard(clone.id):
+                if clone.folder.stop_marker() is not None:
+                    self.sync(clone)  # stopped in the queue: never starts (R14)
+                    continue
+                self.launch(clone)
             if clone.launched:
                 running.append(clone)
                 busy.add(clone.request.login)
@@ -565,8 +611,10 @@ class Server:
         self._release(clone.id)
 
     def _release(self, clone_id: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            (self.paths.active_dir / clone_id).unlink()
+        try:
+            files.remove(self.paths.active_dir / clone_id)
+        except MalformedFile as error:
+            self.report(f"{clone_id} marker", f"clone {clone_id}: {error}")
         try:
             if self.launcher.status(clone_id).state is not CloneState.MISSING:
                 self.launcher.remove(clone_id)
@@ -595,8 +643,8 @@ def _clone_of(path: Path) -> str | None:
     """The clone a changed path belongs to, if it is one serve reacts to."""
     parent = path.parent.name
     if parent == "active":
-        return path.name if ID_PATTERN.match(path.name) else None
-    if ID_PATTERN.match(parent) and path.name in WATCHED_NAMES:
+        return path.name if is_clone_id(path.name) else None
+    if is_clone_id(parent) and path.name in WATCHED_NAMES:
         return parent
     return None
 
