@@ -26,7 +26,7 @@ from shadowclone.config import load_config, set_value
 from shadowclone.fakes.github import FakeGitHub
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
-from shadowclone_fake_launch.scripted import SCRIPT_VARIABLE, Run, Say, script_json
+from shadowclone_fake_launch.scripted import SCRIPT_VARIABLE, Run, Say, Step, script_json
 
 GOAL_MIB = 60.0
 WAIT_S = 120.0
@@ -58,7 +58,7 @@ def main() -> int:
     root.chmod(0o711)
     os.environ["SHADOWCLONE_HOME"] = str(root)
     pause = 3 if args.quick else 8
-    steps = [Run(f"sleep {pause} # {MARK}"), Say("ok")]
+    steps: list[Step] = [Run(f"sleep {pause} # {MARK}"), Say("ok")]
     os.environ[SCRIPT_VARIABLE] = json.dumps(script_json(steps))
     with FakeGitHub(root / "github") as github:
         paths, _ = _prepare(root, github, "fake", None)

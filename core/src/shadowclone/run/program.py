@@ -118,6 +118,7 @@ class CloneRun:
         """Served from this process, started beside the first steps: the engine never waits
         for it."""
         self._ask_ready: asyncio.Task[None] | None = None
+        self._proxy_ready: asyncio.Task[ModelProxy] | None = None
         self.engine_area = folder.path / ENGINE_AREA
         """The engine's corner of the run folder: its home, state folders and the ask
         server's lines; nothing the run program trusts is kept there."""
@@ -132,6 +133,7 @@ class CloneRun:
     async def run(self) -> int:
         self._prepare_engine_area()
         self._ask_ready = asyncio.create_task(self.ask_service.start())
+        self._early_model_proxy()
         watcher = asyncio.create_task(set_on_stop(self.folder, self.stop))
         relay = asyncio.create_task(self.asks.run())
         loop = asyncio.get_running_loop()
@@ -146,6 +148,10 @@ class CloneRun:
             with contextlib.suppress(asyncio.CancelledError):
                 await relay
             self.identity.reap((CLONE_MARKER, self.request.id))
+            if self.model_proxy is None and self._proxy_ready is not None:
+                self._proxy_ready.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    self.model_proxy = await self._proxy_ready
             if self.model_proxy is not None:
                 await self.model_proxy.close()
             if self._ask_ready is not None:
@@ -335,17 +341,9 @@ class CloneRun:
                 env.update({name: self.egress_proxy for name in PROXY_VARIABLES})
             return env
         if self.model_proxy is None:
-            outbound = self.egress_proxy or outbound_proxy(upstream)
-            credential = credential_for_login(
-                login.name,
-                self.secrets.values,
-                state_dir=self.login_state,
-                token_url=self.request.token_url,
-                outbound_proxy=outbound,
-            )
-            proxy = ModelProxy(upstream, credential, outbound_proxy=outbound)
-            await proxy.start_tcp()
-            self.model_proxy = proxy
+            if self._proxy_ready is None:
+                self._proxy_ready = asyncio.create_task(self._start_model_proxy(login, upstream))
+            self.model_proxy = await self._proxy_ready
             self.progress.note(
                 Step.ENGINE,
                 f"the engine reaches {upstream} through the model proxy, which holds the login",
@@ -357,6 +355,32 @@ class CloneRun:
         env[engine.base_url_env] = self.model_proxy.engine_base_url
         return env
 
+    async def _start_model_proxy(
+        self, login: SecretProviderRegistration, upstream: str
+    ) -> ModelProxy:
+        outbound = self.egress_proxy or outbound_proxy(upstream)
+        credential = credential_for_login(
+            login.name,
+            self.secrets.values,
+            state_dir=self.login_state,
+            token_url=self.request.token_url,
+            outbound_proxy=outbound,
+        )
+        proxy = ModelProxy(upstream, credential, outbound_proxy=outbound)
+        await proxy.start_tcp()
+        return proxy
+
+    def _early_model_proxy(self) -> None:
+        """Start the model proxy beside the first steps, where the login is one it serves."""
+        try:
+            engine = self.registry.engine(self.request.engine)
+            login = self.registry.secret_provider(self.request.login)
+        except ShadowcloneError:
+            return  # said when the engine starts
+        upstream = self.request.base_url or engine.default_base_url
+        if login.name in PROXIED_LOGINS and engine.base_url_env and upstream:
+            self._proxy_ready = asyncio.create_task(self._start_model_proxy(login, upstream))
+
     async def _task(self, prompt: str, web_tools: bool) -> EngineTask:
         engine = self.registry.engine(self.request.engine)
         login = self.registry.secret_provider(self.request.login)
@@ -364,8 +388,9 @@ class CloneRun:
         self.identity.share(state_dir)
         self.state_dirs.append(state_dir)
         env = await self._login_env(engine, login, state_dir)
-        if self.identity.isolated:
-            env.update({"HOME": str(self.engine_area / "home"), "TMPDIR": str(state_dir)})
+        # A home of its own, isolated or not: nothing of the run program's user's shell setup
+        # (a login shell's init, its locks and caches) is the engine's to run or to hold.
+        env.update({"HOME": str(self.engine_area / "home"), "TMPDIR": str(state_dir)})
         assert self.workspace is not None
         ask_url, ask_headers = await self._ask_server()
         return EngineTask(
