@@ -172,6 +172,35 @@ class TestRunProgram:
         assert gh.read_file("owner/app", "shadowclone/1-long-work", "WIP.md") == "wip\n"
         assert gh.pull_requests("owner/app") == []  # only finished work opens a pull request
 
+    def test_a_stop_during_the_reviews_skips_the_remaining_reviews(self, world: World) -> None:
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Reviewed work")
+        with models(Shell("echo done > DONE.md"), Text("Wrote DONE.md.")) as server:
+            # The toolchain stage (the first) runs this; the stop comes while it runs.
+            folder = world.folder(number, server, check_commands=("touch CHECKING; sleep 3",))
+
+            def stop_during_the_checks() -> None:
+                deadline = time.monotonic() + 600
+                while time.monotonic() < deadline:
+                    if (folder.path / "workspace" / "CHECKING").exists():
+                        folder.write_stop(StopMarker())
+                        return
+                    time.sleep(0.05)
+
+            stopper = threading.Thread(target=stop_during_the_checks)
+            stopper.start()
+            code, lines = world.run(folder)
+            stopper.join()
+            engine_calls = len([r for r in server.requests if r.api == "anthropic"])
+        texts = [line.text for line in lines]
+        # The engine had finished: its work is saved as done, with the reviews that ran.
+        assert lines[-1].outcome is Outcome.DONE and code == 0
+        assert any(t.startswith("toolchain: passed") for t in texts), texts
+        assert "stop requested: skipping the remaining reviews" in texts, "\n".join(texts)
+        assert not [t for t in texts if t.startswith("self-review:")], texts
+        assert engine_calls == 2, "the self-review consulted the engine after the stop"
+        assert gh.read_file("owner/app", "shadowclone/1-reviewed-work", "DONE.md") == "done\n"
+
     def test_secrets_never_reach_progress_lines_or_the_report(self, world: World) -> None:
         gh = world.github
         number = gh.create_issue("owner/app", author="owner", title="Leak")

@@ -467,7 +467,9 @@ class CloneRun:
             )
         lines: list[ReviewLine] = []
         for stage in self.registry.review_stages():
-            self._check_stop_soft()
+            if self.stop.is_set():
+                self.progress.note(Step.REVIEW, "stop requested: skipping the remaining reviews")
+                break
             if stage.runs_code and not self.plan.owner_wrote:
                 self._review_line(
                     ReviewLine(
@@ -483,10 +485,6 @@ class CloneRun:
             self._review_line(line)
             lines.append(line)
         return lines
-
-    def _check_stop_soft(self) -> None:
-        if self.stop.is_set():
-            self.progress.note(Step.REVIEW, "stop requested: skipping the remaining reviews")
 
     def _review_line(self, line: ReviewLine) -> None:
         verdict = "passed" if line.passed else "failed"
