@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+import pytest
 from shadowclone.config import Paths
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Question, Record, State, Step
@@ -94,7 +95,7 @@ def test_exit_codes_refused_is_1_bad_input_is_2(cli: Cli, home: Paths) -> None:
         2,
         "shadowclone: no clone 'nope'; `shadowclone list` shows the clones\n",
     )
-    assert cli("start").code == 2  # click's own usage error
+    assert cli("start").code == 2  # a usage error
 
 
 def test_follow_streams_until_the_clone_ends(cli: Cli, home: Paths) -> None:
@@ -190,6 +191,36 @@ def test_get_shows_why_serve_ended_a_clone(cli: Cli, home: Paths) -> None:
     shown = cli("get", clone_id).out
     assert "reason    the clone exited with no final line" in shown
     assert "exit code 3" in shown and "  Traceback: boom" in shown
+
+
+@pytest.mark.parametrize(
+    ("args", "parts"),
+    [
+        (("start",), ("shadowclone start: missing argument 'TARGET'", "[OPTIONS] TARGET")),
+        (("start", "a/b#1", "extra"), ("shadowclone start: got unexpected extra argument",)),
+        (("start", "--bogus", "a/b#1"), ("shadowclone start: no such option '--bogus'",)),
+        (("list", "--limit", "x"), ("shadowclone list: invalid value for '--limit'", "integer")),
+        (("answer", "abc"), ("shadowclone answer: missing argument 'QUESTION'", "ID QUESTION")),
+        (("config", "set", "engine"), ("shadowclone config set: missing argument 'VALUE'",)),
+        (("send",), ("shadowclone send: missing argument",)),
+        (("bogus",), ("shadowclone: no such command 'bogus'", "start", "stop")),
+        (("config", "bogus"), ("shadowclone config: no such command 'bogus'", "init, path")),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_command_and_what_it_expects(
+    home: Paths, args: tuple[str, ...], parts: tuple[str, ...]
+) -> None:
+    env = {"SHADOWCLONE_HOME": os.environ["SHADOWCLONE_HOME"]}
+    result = run_shadowclone(*args, env=env)
+    _no_traceback(result, 2, *parts, "expected")
+    assert "Usage:" not in result.err and "Try " not in result.err
+
+
+def test_help_keeps_the_whole_text() -> None:
+    result = run_shadowclone("start", "--help")
+    assert result.code == 0
+    assert "Usage: shadowclone start [OPTIONS] TARGET" in result.out
+    assert "Options:" in result.out and "--engine" in result.out
 
 
 def test_the_listed_short_help_is_each_command_s_own() -> None:

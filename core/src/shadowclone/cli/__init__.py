@@ -89,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         return error.exit_code
     except click.exceptions.Exit as done:
         return done.exit_code
+    except click.exceptions.NoArgsIsHelpError as error:
+        error.show()  # a group called bare: its help is what was asked for
+        return error.exit_code
+    except click.UsageError as error:
+        click.echo(usage_line(error), err=True)
+        return error.exit_code
     except click.ClickException as error:
         error.show()
         return error.exit_code
@@ -98,6 +104,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return result if isinstance(result, int) else 0
+
+
+def usage_line(error: click.UsageError) -> str:
+    """A usage error as every other error is shown: one line, naming the command, what was
+    wrong and what the command expects (click's own is three lines: Usage, Try, Error)."""
+    message = " ".join(error.format_message().split())
+    ctx = error.ctx
+    if ctx is None:
+        return f"shadowclone: {message}"
+    if isinstance(ctx.command, click.Group) and ctx.invoked_subcommand is None:
+        names = ctx.command.list_commands(ctx)
+        expected = "a command: " + ", ".join(names)
+    else:
+        pieces = ctx.command.collect_usage_pieces(ctx)
+        expected = f"{ctx.command_path} {' '.join(pieces)}".strip()
+    message = (message[:1].lower() + message[1:]).rstrip(".")
+    return f"{ctx.command_path}: {message}; expected: {expected} (see --help)"
 
 
 def entry() -> None:
