@@ -12,7 +12,15 @@ import urllib.parse
 import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
-from shadowclone.run.redact import MARKER, MIN_SECRET_LENGTH, Redactor, redact_secrets
+from shadowclone.run.redact import (
+    MARKER,
+    MIN_SECRET_LENGTH,
+    PARTIAL_MIN,
+    Redactor,
+    login_values,
+    redact_secrets,
+    redact_tokens,
+)
 
 WHITESPACE = re.compile(r"\s+")
 TOKEN_ALPHABET = string.ascii_letters + string.digits + "-_./+="
@@ -344,3 +352,61 @@ def test_a_long_text_with_many_secrets() -> None:
         line + " " + (MARKER if i in planted else "") for i, line in enumerate(lines)
     )
     assert redacted == expected
+
+
+SECRET_CHARS = string.ascii_letters + string.digits + "-_"
+
+
+@settings(max_examples=300)
+@given(
+    secret=st.text(SECRET_CHARS, min_size=MIN_SECRET_LENGTH, max_size=60),
+    before=st.text(" .,;:!?()éü\n", max_size=30),
+    after=st.text(" .,;:!?()éü\n", max_size=30),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=3),
+    gap=st.sampled_from(("", "\n", " ", "\\n")),
+)
+def test_a_secret_split_across_writes_is_never_whole_in_what_was_written(
+    secret: str, before: str, after: str, cuts: list[int], gap: str
+) -> None:
+    """Written in pieces (two progress lines, or two writes of the engine), the pieces as
+    written, joined, hold no secret and at most `PARTIAL_MIN - 1` of its first characters
+    (the text around it shares no character with it, so what is left came from it)."""
+    text = before + secret[: len(secret) // 2] + gap + secret[len(secret) // 2 :] + after
+    points = sorted({min(cut, len(text)) for cut in cuts} | {len(before) + len(secret) // 2})
+    pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+    redactor = Redactor([secret])
+    written, seen = [], ""
+    for piece in pieces:
+        written.append(redactor.continued(seen, piece))
+        seen += piece
+    joined = "".join(written)
+    assert secret not in re.sub(r"\s|\\n", "", joined)
+    for size in range(PARTIAL_MIN, len(secret) + 1):
+        assert secret[:size] not in "".join(w.replace(MARKER, "\0") for w in written)
+
+
+def test_text_with_no_secret_is_written_unchanged_whatever_the_pieces() -> None:
+    redactor = Redactor(["s3cr3t-value-123"])
+    assert redactor.continued("hello ", "world") == "world"
+    assert redactor.continued("", "a line ending in s3c") == "a line ending in s3c"
+    assert redactor.continued("", "a line ending in s3cr") == "a line ending in " + MARKER
+    assert redactor.continued("s3cr3t-va", "lue-123 then more") == MARKER + " then more"
+
+
+def test_every_string_inside_a_json_login_is_a_secret_alone() -> None:
+    auth = json.dumps(
+        {"tokens": {"refresh_token": "rt-0123456789abcdefghij", "id_token": "plain-idtoken-1234"}}
+    )
+    redactor = Redactor(login_values(auth))
+    said = "refresh with rt-0123456789abcdefghij and plain-idtoken-1234 and the whole " + auth
+    redacted = redactor(said)
+    assert "rt-0123456789abcdefghij" not in redacted and "plain-idtoken-1234" not in redacted
+    assert login_values("not json") == ["not json"]
+
+
+@given(st.text(max_size=40))
+def test_tokens_alone_are_what_a_host_process_redacts(around: str) -> None:
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    assert token not in redact_tokens(around + " " + token + " " + around)
+    assume(MARKER not in around)
+    assert redact_tokens(around) == redact_secrets(around, [])

@@ -85,3 +85,19 @@ def test_an_exit_with_no_final_line_after_a_stop_is_stopped() -> None:
     status = CloneStatus("c", CloneState.EXITED, 137, "")
     ended = records.ended(Record("c", State.WAITING), status, stop_requested=True, at=AT)
     assert (ended.state, ended.outcome, ended.question) == (State.STOPPED, Outcome.STOPPED, None)
+
+
+def test_serve_keeps_no_token_in_its_copies_of_a_clones_text() -> None:
+    """serve never reads the secrets file; tokens of a known shape in what it copies (the
+    output tail, a reason, the last line, the report, a question) are redacted all the same."""
+    token = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+    said = f"push failed with {token} in the remote"
+    line = ProgressLine(step=Step.FINISH, kind=ProgressKind.FINAL, text=said, report=said)
+    question = Question(id="q1", text=said, options=(said, "no"), recommended=said)
+    record = Record(id="x", state=State.RUNNING, last_progress=line, question=question)
+    status = CloneStatus("x", CloneState.EXITED, exit_code=1, output_tail=f"Traceback: {token}")
+    ended = records.scrubbed(records.ended(record, status, False, datetime.now(UTC)))
+    failed = records.scrubbed(records.failed(record, f"launch failed: {token}", datetime.now(UTC)))
+    for kept in (ended, failed):
+        assert token not in repr(kept)
+    assert "[redacted]" in ended.output_tail and "[redacted]" in failed.reason

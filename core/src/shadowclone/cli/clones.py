@@ -38,11 +38,25 @@ def list_row(cells: tuple[str, ...]) -> str:
 @click.option(
     "-m", "--message", "instructions", default="", help="Extra instructions for the clone."
 )
+@click.option(
+    "--allow-secrets",
+    is_flag=True,
+    help="Let this clone push what looks like a secret (otherwise it stops the push).",
+)
 @json_option
 @pass_app
-def start(app: App, target: str, engine: str | None, instructions: str, as_json: bool) -> None:
+def start(
+    app: App,
+    target: str,
+    engine: str | None,
+    instructions: str,
+    allow_secrets: bool,
+    as_json: bool,
+) -> None:
     """Queue a clone on TARGET: owner/repo#N, or an issue or pull request URL."""
-    view = app.node().start(target, engine=engine, instructions=instructions)
+    view = app.node().start(
+        target, engine=engine, instructions=instructions, allow_secrets=allow_secrets
+    )
     if as_json:
         emit_json(view)
         return

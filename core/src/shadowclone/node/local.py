@@ -39,6 +39,7 @@ from shadowclone.node.schemas import (
 from shadowclone.node.setups import read_setup
 from shadowclone.node.target import Target, same_repo
 from shadowclone.plugin.types import NetworkMode, Outcome, SecretProviderRegistration
+from shadowclone.serve.records import scrubbed_line
 
 if TYPE_CHECKING:
     from shadowclone.plugin.manager import Registry
@@ -122,8 +123,14 @@ class LocalNode:
     # ------------------------------------------------------------------ start
 
     def start(
-        self, target_text: str, engine: str | None = None, instructions: str = ""
+        self,
+        target_text: str,
+        engine: str | None = None,
+        instructions: str = "",
+        allow_secrets: bool = False,
     ) -> CloneView:
+        """Admit a clone; `allow_secrets`: it may push what looks like a secret (otherwise a
+        secret found in its commits stops its push)."""
         target = Target.parse(target_text, self.config.github.url)
         if engine is not None and not engine.strip():
             raise BadInput("--engine: expected an engine name (claude, codex...), got ''")
@@ -153,7 +160,9 @@ class LocalNode:
             with lock:
                 api = provider.base_url or login.base_url or registration.default_base_url
                 model_host = urlparse(api).netloc if api else None
-                return self._admit(target, engine_name, login, instructions, model_host)
+                return self._admit(
+                    target, engine_name, login, instructions, model_host, allow_secrets
+                )
         except files.LockBusy:
             raise Refused(
                 f"{self.paths.start_lock}: another start has held the lock for over "
@@ -167,6 +176,7 @@ class LocalNode:
         login: SecretProviderRegistration,
         instructions: str,
         model_host: str | None,
+        allow_secrets: bool = False,
     ) -> CloneView:
         repo = target.repo_full_name
         self.index.ensure()
@@ -221,6 +231,7 @@ class LocalNode:
             stall_timeout_s=self.config.limits.stall_timeout_s,
             check_commands=setup.check_commands,
             strangers_network=NetworkMode(self.config.security.strangers),
+            allow_secrets=allow_secrets,
         )
         # The active marker goes first: a crash before the request leaves a marker without a
         # request, which the next start removes; never a request that admission cannot see.
@@ -328,7 +339,7 @@ class LocalNode:
             final = next((p for p in reversed(progress) if p.final), None)
             view = attrs.evolve(
                 view,
-                last_progress=tuple(progress[-lines:]),
+                last_progress=tuple(scrubbed_line(line) for line in progress[-lines:]),
                 question=questions.open() if state.active else None,
                 pr_url=view.pr_url or (final.pr_url if final else None),
                 report=view.report or (final.report if final else None),
@@ -474,7 +485,7 @@ class LocalNode:
 
         folder = self.resolve(clone_id)
         progress, _, offset = folder.progress()
-        yield from progress[-lines:] if lines else []
+        yield from (scrubbed_line(line) for line in progress[-lines:]) if lines else []
         if any(p.final for p in progress) or not self._view(folder).state.active:
             return
         for _changes in watch(
@@ -485,7 +496,7 @@ class LocalNode:
             step=20,
         ):
             new, _, offset = folder.progress(offset)
-            yield from new
+            yield from (scrubbed_line(line) for line in new)
             if any(p.final for p in new) or not self._view(folder).state.active:
                 return
 

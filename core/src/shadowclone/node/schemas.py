@@ -171,6 +171,9 @@ class Request:
     strangers_network: NetworkMode = NetworkMode.MODEL_ONLY
     """The engine's network on an issue written by someone who cannot push (`[security]
     strangers`): their text may tell the engine to send what it can reach."""
+    allow_secrets: bool = False
+    """The owner allowed this clone to push what looks like a secret (`start --allow-secrets`);
+    otherwise a secret found in its commits stops the push."""
     v: int = SCHEMA_VERSION
 
 

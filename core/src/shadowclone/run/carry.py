@@ -8,9 +8,14 @@ here what the next one needs; the file lives in the run folder, written only ins
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
+
 import attrs
 
 from shadowclone.node import schemas
+from shadowclone.node.files import write_atomic
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.run.drive import EngineResult
 from shadowclone.run.target import Plan
@@ -31,8 +36,21 @@ class Carry:
     reviews: tuple[ReviewLine, ...] = ()
 
 
-def write_carry(folder: RunFolder, carry: Carry) -> None:
-    schemas.write(folder.carry_file, carry)
+def write_carry(folder: RunFolder, carry: Carry, redact: Callable[[str], str]) -> None:
+    """Every string passes `redact` first: the file stays in the run folder, on the host."""
+    data = _redacted(schemas.CONVERTER.unstructure(carry), redact)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    write_atomic(folder.carry_file, text.encode() + b"\n", plain_folder=True)
+
+
+def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: _redacted(item, redact) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(item, redact) for item in value]
+    return value
 
 
 def read_carry(folder: RunFolder) -> Carry:

@@ -60,7 +60,7 @@ from shadowclone.run.github import GithubClient
 from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
 from shadowclone.run.inbox import delivered, set_on_stop
 from shadowclone.run.progress import AskRelay, ProgressWriter
-from shadowclone.run.redact import Redactor
+from shadowclone.run.redact import Redactor, redact_output, redact_tokens
 from shadowclone.run.save import Saved, save
 from shadowclone.run.secrets import Secrets
 from shadowclone.run.target import Mode, Plan, resolve
@@ -174,7 +174,11 @@ class CloneRun:
         if handoff.resume is Resume.ENGINE:
             self.progress.note(Step.ENGINE, "launched again with no network but the model's API")
             result, reviews = await self._work()
-            write_carry(self.folder, attrs.evolve(carry, result=result, reviews=tuple(reviews)))
+            write_carry(
+                self.folder,
+                attrs.evolve(carry, result=result, reviews=tuple(reviews)),
+                self.progress_redact,
+            )
             self.folder.write_handoff(Handoff(NetworkMode.OPEN, Resume.SAVE))
             self.progress.note(Step.REVIEW, "the work is done; it is saved with the network on")
             return 0
@@ -221,7 +225,9 @@ class CloneRun:
             assert self.plan is not None and self.workspace is not None
             if self._quarantined():
                 # A stranger's words drive the engine: it works with only the model's API.
-                write_carry(self.folder, Carry(self.plan, self.workspace.base_ref))
+                write_carry(
+                    self.folder, Carry(self.plan, self.workspace.base_ref), self.progress_redact
+                )
                 self.folder.write_handoff(Handoff(NetworkMode.MODEL_ONLY, Resume.ENGINE))
                 self.progress.note(
                     Step.WORKSPACE,
@@ -238,7 +244,9 @@ class CloneRun:
                 )
             if self.plan.mode is Mode.REVIEW:
                 # Fetched with no engine running; the engine works with the network off (R30).
-                write_carry(self.folder, Carry(self.plan, self.workspace.base_ref))
+                write_carry(
+                    self.folder, Carry(self.plan, self.workspace.base_ref), self.progress_redact
+                )
                 self.folder.write_handoff(Handoff(NetworkMode.MODEL_ONLY, Resume.ENGINE))
                 self.progress.note(
                     Step.WORKSPACE,
@@ -498,7 +506,14 @@ class CloneRun:
         assert self.plan is not None and self.workspace is not None and self.client is not None
         summary = self.progress_redact(self.summary(result, reviews))
         saved = await asyncio.to_thread(
-            save, self.workspace, self.plan, self.client, result.outcome, summary
+            save,
+            self.workspace,
+            self.plan,
+            self.client,
+            result.outcome,
+            summary,
+            self.progress_redact,
+            self.request.allow_secrets,
         )
         self.progress.note(Step.SAVE, saved.note + (f": {saved.pr_url}" if saved.pr_url else ""))
         return saved
@@ -635,15 +650,20 @@ async def run_clone(
     *,
     egress_proxy: str | None = None,
     login_state: Path | None = None,
+    own_output_redacted: bool = False,
 ) -> int:
-    """Run the clone of `folder` to its end; returns the exit code."""
+    """Run the clone of `folder` to its end; returns the exit code. `own_output_redacted`:
+    this process's output is redacted from the moment the secrets are read (the program's
+    entry point; tests running it in their own process keep theirs)."""
     request = folder.request()
     try:
         secrets = Secrets.read(secrets_file)
     except ShadowcloneError as error:
         # No secrets to mask yet: the error names only the file and the key.
-        ProgressWriter(folder, lambda text: text).final(Outcome.FAILED, None, str(error))
+        ProgressWriter(folder, redact_tokens).final(Outcome.FAILED, None, str(error))
         return 1
+    if own_output_redacted:
+        redact_output(Redactor(secrets.all_values()))  # what a launcher keeps of a failed clone
     if request.mode is RunMode.CHECK:
         from shadowclone.run.check import run_check
 
@@ -677,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         identity = engine_identity()
     except ShadowcloneError as error:
-        ProgressWriter(folder, lambda text: text).final(Outcome.FAILED, None, str(error))
+        ProgressWriter(folder, redact_tokens).final(Outcome.FAILED, None, str(error))
         print(f"shadowclone-run: {error}", file=sys.stderr)
         return 2
     scrub_environment(os.environ)
@@ -695,6 +715,7 @@ def main(argv: list[str] | None = None) -> int:
                 identity=identity,
                 egress_proxy=egress_proxy,
                 login_state=Path(login_state) if login_state else None,
+                own_output_redacted=True,
             )
         )
     except ShadowcloneError as error:

@@ -27,9 +27,13 @@ from shadowclone.node.schemas import (
     Usage,
 )
 from shadowclone.plugin.types import Outcome
+from shadowclone.run.redact import Redactor
 
 Redact = Callable[[str], str]
 """Takes any text bound for a progress line and returns it with every secret masked."""
+
+SPLIT_CONTEXT = 256
+"""How much of the text before a line a secret split across lines is looked for in."""
 
 _QUESTION_ID = re.compile(r"^q(\d+)$")
 
@@ -45,6 +49,9 @@ class ProgressWriter:
         self.folder = folder
         self.path = path or folder.progress_file
         self._redact = redact
+        self._before = ""
+        """The end of the texts written so far, as written: a secret split across two lines
+        (or two writes of the engine) is recognised across them."""
 
     def write(self, line: ProgressLine) -> ProgressLine:
         """Redact and append any line; the helpers below build the usual ones."""
@@ -154,11 +161,19 @@ class ProgressWriter:
             recommended=self._redact(question.recommended),
         )
 
+    def _continued(self, text: str) -> str:
+        if not isinstance(self._redact, Redactor):
+            return self._redact(text)
+        redacted = self._redact.continued(self._before, text)
+        keep = max(SPLIT_CONTEXT, 2 * self._redact.longest)
+        self._before = (self._before + text)[-keep:]
+        return redacted
+
     def _redacted(self, line: ProgressLine) -> ProgressLine:
         redact = self._redact
         return attrs.evolve(
             line,
-            text=redact(line.text),
+            text=self._continued(line.text),
             report=None if line.report is None else redact(line.report),
             question=None if line.question is None else self._redacted_question(line.question),
             answer=(

@@ -33,15 +33,23 @@ from __future__ import annotations
 import base64
 import bisect
 import functools
+import io
+import json
+import logging
 import re
 import string
+import sys
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TextIO
 
 import attrs
 
 MARKER = "[redacted]"
 MIN_SECRET_LENGTH = 8
+PARTIAL_MIN = 4
+"""The fewest characters of a secret at the end of one write that `continued` hides, in case
+the next write goes on with the rest of it."""
 
 _ASCII_WHITESPACE = {code: None for code in range(128) if chr(code).isspace()}
 # Between two characters of a secret: whitespace as is, JSON-escaped or percent-encoded.
@@ -161,6 +169,7 @@ class Redactor:
             for form in _forms_of(value):
                 forms.setdefault(form.source, form)
         self._forms = tuple(forms.values())
+        self._values = tuple(values)
         # Only a secret with a bracket can match across a marker this pass inserts; then redact
         # again until nothing changes (see `_replace` for why that ends).
         self._again = any("[" in value or "]" in value for value in values)
@@ -173,6 +182,11 @@ class Redactor:
             text = redacted
 
     def _once(self, text: str) -> str:
+        spans = self.spans(text)
+        return _replace(text, spans) if spans else text
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where `text` holds a secret or a token (overlapping spans, unmerged)."""
         spans: list[tuple[int, int]] = []
         decoded: str | None = None
         for form in self._forms:
@@ -185,9 +199,118 @@ class Redactor:
         lowered = text.lower()
         for shape in _TOKEN_SHAPES:
             spans.extend(shape.spans(text, lowered))
-        if not spans:
-            return text
-        return _replace(text, spans)
+        return spans
+
+    def continued(self, before: str, text: str) -> str:
+        """`text`, written right after `before` (as written, unredacted), redacted; also a
+        secret that began in `before`, and the end of `text` if, with what came before it, it
+        begins a secret value (at least `PARTIAL_MIN` characters of it), which the next write
+        may go on with. So pieces written one after another show at most `PARTIAL_MIN - 1`
+        characters of a secret."""
+        head = 0
+        if before:
+            for start, end in self.spans(before + text):
+                if start < len(before) < end:
+                    head = max(head, end - len(before))
+        tail = min(len(text), self._partial_tail(before + text))
+        if head + tail >= len(text):
+            return MARKER if text else text
+        body = self(text[head : len(text) - tail])
+        return (MARKER if head else "") + body + (MARKER if tail else "")
+
+    def _partial_tail(self, text: str) -> int:
+        """How many characters at the end of `text` are the start of a secret value."""
+        longest = 0
+        for value in self._values:
+            for size in range(min(len(value) - 1, len(text)), PARTIAL_MIN - 1, -1):
+                if size <= longest:
+                    break
+                if text.endswith(value[:size]):
+                    longest = size
+                    break
+        return longest
+
+    @property
+    def longest(self) -> int:
+        """The longest secret value: how much of the text before a write may matter."""
+        return max((len(value) for value in self._values), default=0)
+
+
+class RedactingWriter(io.TextIOBase):
+    """A text stream that writes whole lines to `stream`, each redacted (with the lines before
+    it, so a secret split across two is still found): the run program's own output is what a
+    launcher keeps of a clone that failed, and serve copies it into the record."""
+
+    def __init__(self, stream: TextIO, redactor: Redactor) -> None:
+        self._stream = stream
+        self._redactor = redactor
+        self._pending = ""
+        self._before = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending or len(self._pending) > _PENDING_MAX:
+            cut = self._pending.rfind("\n") + 1 or len(self._pending)
+            self._emit(self._pending[:cut])
+            self._pending = self._pending[cut:]
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._emit(self._pending)
+            self._pending = ""
+        self._stream.flush()
+
+    def _emit(self, text: str) -> None:
+        self._stream.write(self._redactor.continued(self._before, text))
+        self._before = (self._before + text)[-max(256, 2 * self._redactor.longest) :]
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+
+def redact_output(redactor: Redactor) -> None:
+    """From now on, everything this process prints (stdout, stderr, its log, a traceback)
+    passes `redactor` first."""
+    for name in ("stdout", "stderr"):
+        old = getattr(sys, name)
+        new = RedactingWriter(old, redactor)
+        setattr(sys, name, new)
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream is old:
+                handler.setStream(new)
+
+
+_PENDING_MAX = 64 * 1024
+
+
+def redact_tokens(text: str) -> str:
+    """`text` with every token of a known shape redacted: all a process that never reads the
+    secrets file (serve, the CLI) can do with a clone's text."""
+    return _redactor(frozenset())(text)
+
+
+def login_values(value: str) -> list[str]:
+    """A secret and, if it is a JSON document (a pasted login such as a Codex `auth.json`),
+    every string inside it: each must be recognised alone, not only the whole blob."""
+    found = [value]
+    try:
+        document = json.loads(value)
+    except (ValueError, RecursionError):
+        return found
+    stack = [document]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
 
 
 def redact_secrets(text: str, secrets: Iterable[str]) -> str:

@@ -6,6 +6,11 @@ opens a pull request. A review pushes nothing and leaves its report as a comment
 
 from __future__ import annotations
 
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
 import attrs
 
 from shadowclone.plugin.types import Outcome
@@ -23,13 +28,55 @@ class Saved:
     note: str
 
 
+MAX_SCANNED_BYTES = 8 * 1024 * 1024
+"""A file larger than this is not searched for secrets (nor is a link: git pushes its target's
+name, not what it points to)."""
+
+
+def secrets_in_push(workspace: Workspace, redact: Callable[[str], str]) -> list[str]:
+    """Where the commits about to be pushed hold a secret: the files they change, as they are
+    at HEAD, and their messages. Names only: the secret is never repeated."""
+    found: list[str] = []
+    messages = workspace.git("log", "--format=%B", f"{workspace.base_ref}..HEAD")
+    if redact(messages) != messages:
+        found.append("a commit message")
+    names = workspace.git(
+        "-c", "core.quotepath=off", "diff", "--name-only", "-z", "--no-renames",
+        "--diff-filter=d", workspace.base_ref, "HEAD",
+    )  # fmt: skip
+    for name in filter(None, names.split("\0")):
+        text = _plain_text(workspace.path / name)
+        if text is not None and redact(text) != text:
+            found.append(name)
+    return found
+
+
+def _plain_text(path: Path) -> str | None:
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None  # a link, or gone
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SCANNED_BYTES:
+            return None
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            return handle.read(MAX_SCANNED_BYTES).decode("utf-8", errors="replace")
+    finally:
+        os.close(descriptor)
+
+
 def save(
     workspace: Workspace,
     plan: Plan,
     client: GithubClient,
     outcome: Outcome,
     summary: str,
+    redact: Callable[[str], str] | None = None,
+    allow_secrets: bool = False,
 ) -> Saved:
+    """`redact`: the clone's redactor; a secret it finds in the commits stops the push unless
+    the owner allowed it for this clone (`allow_secrets`). The summary is already redacted."""
     repo = plan.repository.full_name
     if plan.mode is Mode.REVIEW:
         assert plan.pull_request is not None
@@ -42,6 +89,17 @@ def save(
     if commits == 0:
         return Saved(0, False, None, "no changes to save")
     # Our own git directory, out of the engine's reach; the hook goes back all the same.
+    if redact is not None and not allow_secrets:
+        found = secrets_in_push(workspace, redact)
+        if found:
+            return Saved(
+                commits,
+                False,
+                None,
+                "push stopped: a secret is in " + ", ".join(found[:10])
+                + (f" and {len(found) - 10} more" if len(found) > 10 else "")
+                + "; nothing was pushed (start the clone with --allow-secrets to push it anyway)",
+            )  # fmt: skip
     install_pre_push_hook(
         workspace.path, plan.branch, plan.repository.default_branch, git_dir=workspace.git_dir
     )

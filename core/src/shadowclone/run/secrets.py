@@ -15,6 +15,7 @@ import attrs
 
 from shadowclone.errors import ShadowcloneError
 from shadowclone.plugin.types import SecretProviderRegistration
+from shadowclone.run.redact import login_values
 
 GITHUB_TOKEN_KEY = "github_token"
 
@@ -42,7 +43,9 @@ class Secrets:
         return cls(path, values)
 
     def all_values(self) -> list[str]:
-        return list(self.values.values())
+        """Every value to redact: each value, and each string inside a value that is a JSON
+        login (a refresh token inside a pasted `auth.json` must be hidden on its own too)."""
+        return [leaf for value in self.values.values() for leaf in login_values(value)]
 
     def require(self, key: str, why: str) -> str:
         value = self.values.get(key)

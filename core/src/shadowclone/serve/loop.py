@@ -628,14 +628,14 @@ class Server:
             record = None
         if record is None or record.state.active:
             base = record or Record(id=folder.id, state=State.QUEUED)
-            folder.write_record(records.failed(base, reason, self.clock()))
+            folder.write_record(records.scrubbed(records.failed(base, reason, self.clock())))
         self._release(folder.id)
 
     def write(self, clone: Clone, record: Record) -> None:
         """Write the record if it changed (serve alone writes it, R18)."""
         if attrs.evolve(record, updated_at=clone.record.updated_at) == clone.record:
             return
-        clone.record = attrs.evolve(record, updated_at=self.clock())
+        clone.record = records.scrubbed(attrs.evolve(record, updated_at=self.clock()))
         clone.folder.write_record(clone.record)
 
 
