@@ -336,12 +336,16 @@ class EngineScenarios(abc.ABC):
             server=model_server,
             workspace=git_workspace(tmp_path / "workspace"),
             state_dir=tmp_path / "state",
-            env=self.provider_env(model_server),
+            # A home of its own, as the run program gives the engine: the shell tools must not
+            # run this machine's login shell setup (pyenv's rehash takes a lock, and a killed
+            # command leaves it behind for every later shell).
+            env={**self.provider_env(model_server), "HOME": str(tmp_path / "home")},
             ask_command=self.ask_command(),
             run_folder=RunFolder(tmp_path / "run"),
         )
         harness.state_dir.mkdir()
         harness.run_folder.path.mkdir()
+        (tmp_path / "home").mkdir()
         try:
             yield harness
         finally:

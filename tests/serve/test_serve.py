@@ -160,6 +160,7 @@ def test_a_login_for_one_clone_at_a_time_runs_its_clones_one_by_one(
         node.stop(first)
         wait_state(home, first, State.STOPPED)
         wait_state(home, second, State.RUNNING)
+        wait_until(lambda: second in ready.starts(), "the second clone to start")
         node.stop(second)
         node.stop(other)
         wait_state(home, second, State.STOPPED)

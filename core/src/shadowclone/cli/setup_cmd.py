@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.text import Text
 
 from shadowclone.cli.app import App, emit_json, json_option, pass_app
 from shadowclone.config import load_config
@@ -47,8 +48,9 @@ def setup(
         emit_json(summary)
     else:
         for check in summary.checks:
-            mark = "[green]ok[/]  " if check.passed else "[red]FAIL[/]"
-            app.out.print(f"{mark} {check.name:<21} {check.detail}")
+            # Styled, never markup: a check's detail may quote what GitHub or a clone said.
+            mark = ("ok  ", "green") if check.passed else ("FAIL", "red")
+            app.out.print(Text.assemble(mark, f" {check.name:<21} {check.detail}"))
         for step in summary.next_steps:
             app.out.print(f"next: {step}")
     if summary.refused:
