@@ -18,7 +18,7 @@ from shadowclone.cli.app import (
 from shadowclone.node.local import CloneView
 from shadowclone.node.schemas import CONVERTER
 
-LIST_COLUMNS = (("ID", 18), ("STATE", 9), ("TARGET", 24), ("ENGINE", 7), ("REQUESTED", 9))
+LIST_COLUMNS = (("ID", 18), ("STATE", 9), ("TARGET", 24), ("ENGINE", 8), ("REQUESTED", 9))
 """`list`'s columns and their widths (a wider target pushes its row on); the last column, the
 pull request or the open question, takes what it needs: a link is never cut."""
 
