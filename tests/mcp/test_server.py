@@ -369,3 +369,35 @@ async def test_the_click_command_serves_the_same_tools(home: Paths, tmp_path: Pa
         listed = await call(client, "list", limit=5)
     assert [c["id"] for c in listed["clones"]] == [clone_id]
     assert (home.clones_dir / clone_id / "request.json").is_file()
+
+
+async def test_hostile_run_folder_files_are_the_clis_lines(
+    home: Paths, tmp_path: Path, cli: Cli
+) -> None:
+    """Every oddity of the files others write, for each tool: the CLI's one line (or the
+    CLI's data), never a crash of the server, and the healthy clone still shown."""
+    from tests.security.hostile import ODDITIES, fill_run_folder, make_odd
+
+    set_up(home)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    async with connected(tmp_path) as client:
+        healthy = (await call(client, "start", target="acme/app#1"))["id"]
+        for number, oddity in enumerate(ODDITIES, start=2):
+            for kind in ("request.json", "record.json", "progress.jsonl", "<run folder>"):
+                clone_id = (await call(client, "start", target=f"acme/app#{number}"))["id"]
+                fill_run_folder(RunFolder(home.clones_dir / clone_id), clone_id)
+                make_odd(home, clone_id, kind, oddity, outside)
+                result = await client.call_tool("get", {"clone_id": clone_id})
+                shown = cli("get", clone_id)
+                if result.is_error:
+                    assert shown.err == f"shadowclone: {text_of(result)}\n", (kind, oddity)
+                else:
+                    assert shown.code == 0, (kind, oddity, shown.err)
+                for tool, arguments in (("send", {"text": "hi"}), ("stop", {})):
+                    result = await client.call_tool(tool, {"clone_id": clone_id, **arguments})
+                    assert not result.is_error or "\n" not in text_of(result), (kind, oddity)
+                # Free the target for the next oddity: the clone ends, whatever its files.
+                with contextlib.suppress(OSError):
+                    (home.active_dir / clone_id).unlink()
+        assert (await call(client, "get", clone_id=healthy))["id"] == healthy
