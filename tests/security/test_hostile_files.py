@@ -255,3 +255,25 @@ def test_a_clones_text_is_shown_as_written_never_as_markup(
         check_outcome(result, ("get", a))
         assert result.code == 0
         assert text in result.out
+
+
+def test_a_token_in_a_record_others_wrote_is_never_shown(
+    template: tuple[Path, str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """serve writes records scrubbed; a record.json written by anyone else is scrubbed when
+    shown, in every view."""
+    root, a, _ = template
+    home = tmp_path / "tokens"
+    shutil.copytree(root, home, symlinks=True)
+    token = "sk-ant-api03-" + "Q7w8E9r0T1y2U3i4O5p6"
+    with home_env(home) as paths:
+        folder = RunFolder(paths.clones_dir / a)
+        record = folder.record()
+        assert record is not None
+        said = f"cannot sign in with {token}"
+        folder.write_record(attrs.evolve(record, reason=said, output_tail=said, report=said))
+        folder.append_progress(ProgressLine(step=Step.ENGINE, kind=ProgressKind.TEXT, text=said))
+        for args in (("get", a), ("get", a, "--json"), ("list", "--json"), ("list",)):
+            result = run_cli(capsys, *args)
+            assert result.code == 0, result.err
+            assert token not in result.out + result.err, args

@@ -39,7 +39,7 @@ from shadowclone.node.schemas import (
 from shadowclone.node.setups import read_setup
 from shadowclone.node.target import Target, same_repo
 from shadowclone.plugin.types import NetworkMode, Outcome, SecretProviderRegistration
-from shadowclone.serve.records import scrubbed_line
+from shadowclone.serve.records import scrubbed, scrubbed_line
 
 if TYPE_CHECKING:
     from shadowclone.plugin.manager import Registry
@@ -306,6 +306,8 @@ class LocalNode:
             record = folder.record()
         except MalformedFile as error:
             record, problems = None, [str(error)]
+        if record is not None:
+            record = scrubbed(record)  # serve writes it scrubbed; a file others changed may not be
         state = record.state if record else State.QUEUED
         launching = record is not None and record.launching_at is not None
         if state is State.QUEUED and stop is not None and not launching:
