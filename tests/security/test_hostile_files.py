@@ -277,3 +277,26 @@ def test_a_token_in_a_record_others_wrote_is_never_shown(
             result = run_cli(capsys, *args)
             assert result.code == 0, result.err
             assert token not in result.out + result.err, args
+
+
+def test_a_folder_named_like_an_id_with_an_impossible_time_is_no_clone(
+    template: tuple[Path, str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, a, _ = template
+    home = tmp_path / "times"
+    shutil.copytree(root, home, symlinks=True)
+    with home_env(home) as paths:
+        for name in ("991399-256199-abcd", "260231-120000-abcd", "261203-246060-abcd"):
+            shutil.copytree(paths.clones_dir / a, paths.clones_dir / name)
+            (paths.active_dir / name).write_text("acme/app#1")
+            with (paths.clones_dir / "index").open("a") as index:
+                index.write(f"{name}\n")
+        for args in (
+            ("list", "--all"),
+            ("get", "991399-256199-abcd"),
+            ("get", "9913"),
+            ("start", "acme/app#7"),
+        ):
+            result = run_cli(capsys, *args)
+            check_outcome(result, args)
+            assert "991399" not in result.out, args

@@ -115,7 +115,7 @@ class CloneIndex:
                 clone_id = records[index]
                 if clone_id[: len(key)] != key:
                     break
-                if clone_id.startswith(prefix):
+                if clone_id.startswith(prefix) and is_clone_id(clone_id):
                     found.append(clone_id)
             return found
 
