@@ -30,6 +30,7 @@ import logging
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -220,6 +221,22 @@ class Harness:
             await self.ask_service.close()
 
 
+SEND_TO_MODEL: dict[str, float] = {}
+"""Seconds from `send` to the model's first request carrying the message, by engine and state:
+printed as each is measured (a figure, never asserted)."""
+
+
+async def send_and_time(harness: Harness, watch: Watch, message: str, what: str) -> None:
+    """Send `message` and record how long it took to reach the model, exactly once."""
+    started = time.monotonic()
+    await watch.session.send(message)
+    await harness.wait_for_request(lambda request: request.last_user_text() == message)
+    SEND_TO_MODEL[what] = time.monotonic() - started
+    print(f"send -> model request, {what}: {SEND_TO_MODEL[what] * 1000:.0f} ms")
+    carrying = [r for r in harness.server.model_requests() if r.contains(message)]
+    assert all(r.user_texts().count(message) == 1 for r in carrying), "the message came twice"
+
+
 def git_workspace(path: Path) -> Path:
     """A git repository with one commit, as a clone's checkout would be."""
     path.mkdir(parents=True)
@@ -275,6 +292,15 @@ async def wait_for_progress(
     return lines[0]
 
 
+async def wait_for_progress_lines(
+    folder: RunFolder, kind: ProgressKind, timeout: float = TURN_TIMEOUT_S
+) -> list[ProgressLine]:
+    async with asyncio.timeout(timeout):
+        while not (found := progress_lines(folder, kind)):
+            await asyncio.sleep(0.05)
+    return found
+
+
 def deliver_answer(folder: RunFolder, question_id: str, choice: str) -> None:
     """What serve does with the owner's answer: append it to the run folder's deliveries."""
     line = InboxLine(id="i1", kind=InboxKind.ANSWER, text=choice, question_id=question_id)
@@ -305,6 +331,10 @@ class EngineScenarios(abc.ABC):
     @abc.abstractmethod
     def provider_env(self, server: FakeModelServer) -> dict[str, str]:
         """The variables that point the engine at `server` and log it in (a fake key)."""
+
+    def state(self, what: str) -> str:
+        """`what` the engine was doing, named with the engine, for the send-to-model figures."""
+        return f"{self.engine_binaries[0]}, {what}"
 
     def ask_command(self) -> tuple[str, ...]:
         """argv of the `shadowclone_ask` MCP server the scenarios give the engine by default
@@ -414,7 +444,7 @@ class EngineScenarios(abc.ABC):
 
         watch = await harness.launch("Write a long essay.")
         await harness.wait_for_request(lambda request: True)
-        await watch.session.send(self.MESSAGE)
+        await send_and_time(harness, watch, self.MESSAGE, self.state("the model streaming"))
         await watch.next(TextEvent, lambda event: "Heard you." in event.text)
         await watch.turn_ended()
 
@@ -431,7 +461,13 @@ class EngineScenarios(abc.ABC):
         watch = await harness.launch("Run the slow build.")
         await watch.next(ToolUseEvent)
         await wait_for_process("sleep 30.25")
-        await watch.session.send(self.MESSAGE)
+        await send_and_time(harness, watch, self.MESSAGE, self.state("a tool running"))
+        # It reached the model before the 30 s command could end: no output of its end.
+        assert not any(
+            "over" in result
+            for request in harness.server.model_requests()
+            for result in request.tool_results()
+        )
         await watch.next(TextEvent, lambda event: "Heard you." in event.text)
         await watch.turn_ended()
 
@@ -541,6 +577,28 @@ class EngineScenarios(abc.ABC):
         await watch.session.close()
         finished = await watch.finished()
         assert finished.outcome is Outcome.DONE, finished.detail
+
+    async def test_a_message_while_a_question_is_open_reaches_the_model_at_once(
+        self, harness: Harness
+    ) -> None:
+        """The open question is withdrawn and the model gets the owner's message now, not
+        after the question's wait limit."""
+        harness.server.add(CallTool(SERVER_NAME, TOOL_NAME, self.ASKED))
+        self.answer_the_message(harness)
+        folder = harness.run_folder
+
+        watch = await harness.launch_with_ask_server(
+            "Clean up the migrations.", ask_timeout_s=LONG_ASK_TIMEOUT_S
+        )
+        await wait_for_progress(folder, ProgressKind.QUESTION)
+        await send_and_time(harness, watch, self.MESSAGE, self.state("a question open"))
+        await watch.next(TextEvent, lambda event: "Heard you." in event.text)
+        await watch.turn_ended()
+        (settled,) = await wait_for_progress_lines(folder, ProgressKind.ANSWER)
+        assert settled.answer is not None
+        assert settled.answer.chosen_by is ChosenBy.WITHDRAWN, settled
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
 
     async def test_an_unanswered_question_takes_the_recommended_option(
         self, harness: Harness

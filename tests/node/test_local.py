@@ -12,6 +12,7 @@ from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
 from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
+    INBOX_CLOSED,
     Answer,
     ChosenBy,
     ProgressKind,
@@ -208,6 +209,27 @@ def test_send_appends_to_an_active_clones_inbox_only(node: LocalNode, home: Path
     finish(node, view.id)
     with pytest.raises(Refused, match="is done; it takes no messages"):
         node.send(view.id, "too late")
+
+
+def test_send_refuses_once_the_clone_is_saving_or_has_finished(
+    node: LocalNode, home: Paths
+) -> None:
+    """The clone closes its inbox (under the inbox lock) before it saves: from then on a
+    message could reach no engine, so `send` says so rather than accept it."""
+    set_up(home)
+    view = node.start("acme/app#1")
+    folder = RunFolder(home.clones_dir / view.id)
+    node.send(view.id, "in time")
+    folder.append_progress(ProgressLine(step=Step.SAVE, kind=ProgressKind.NOTE, text=INBOX_CLOSED))
+    with pytest.raises(Refused, match="is saving its work; it takes no more messages"):
+        node.send(view.id, "too late")
+    folder.append_progress(
+        ProgressLine(step=Step.FINISH, kind=ProgressKind.FINAL, text="clone done")
+    )
+    with pytest.raises(Refused, match="has finished; it takes no more messages"):
+        node.send(view.id, "far too late")
+    inbox, _, _ = folder.inbox()
+    assert [line.text for line in inbox] == ["in time"]
 
 
 def test_answer_accepts_only_an_open_question(node: LocalNode, home: Paths) -> None:

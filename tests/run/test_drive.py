@@ -173,7 +173,7 @@ async def test_a_message_waiting_when_the_turn_ends_starts_the_next_turn(
 
     result = await supervise(session, progress, one_message())
     assert session.sent == ["one more thing"]
-    assert result == EngineResult(Outcome.DONE, "", "next turn: one more thing")
+    assert result == EngineResult(Outcome.DONE, "", "next turn: one more thing", taken=("m1",))
 
 
 async def test_a_stop_stops_the_session(folder: RunFolder, progress: ProgressWriter) -> None:
@@ -326,3 +326,57 @@ async def test_cancelling_the_supervisor_stops_the_session(
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(supervising, BOUND_S)
     assert session.stopped
+
+
+async def test_a_message_during_the_reviews_starts_a_new_turn_and_the_reviews_run_again(
+    folder: RunFolder, progress: ProgressWriter
+) -> None:
+    """The session stays open while the last turn is reviewed: a message then is a new turn
+    of the same session, and the session closes only once every accepted message was taken."""
+    session = FakeSession(TurnEndedEvent())
+    session.on_send = lambda message: session.emit(
+        TextEvent(f"next turn: {message}"), TurnEndedEvent()
+    )
+    inbox: asyncio.Queue[InboxLine] = asyncio.Queue()
+    accepted: list[str] = []
+    reviews: list[int] = []
+    asked: list[tuple[frozenset[str], bool]] = []
+
+    async def delivered() -> AsyncIterator[InboxLine]:
+        while True:
+            yield await inbox.get()
+
+    async def review() -> None:
+        reviews.append(len(session.sent))
+        if len(reviews) == 1:  # the owner writes during the first reviews
+            accepted.append("m1")
+            inbox.put_nowait(InboxLine(id="m1", kind=InboxKind.MESSAGE, text="one more"))
+        elif len(reviews) == 2:  # accepted now, delivered only a moment later
+            accepted.append("m2")
+            asyncio.get_running_loop().call_later(
+                0.2, inbox.put_nowait, InboxLine(id="m2", kind=InboxKind.MESSAGE, text="and this")
+            )
+        await asyncio.sleep(0.05)
+
+    def close_inbox(taken: frozenset[str], force: bool) -> bool:
+        asked.append((taken, force))
+        return force or set(accepted) <= taken
+
+    result = await asyncio.wait_for(
+        supervise_engine(
+            session,
+            progress,
+            delivered(),
+            asyncio.Event(),
+            60.0,
+            check_s=0.05,
+            on_idle=review,
+            close_inbox=close_inbox,
+        ),
+        30,
+    )
+    assert session.sent == ["one more", "and this"]
+    assert reviews == [0, 1, 2]  # each turn's result reviewed; the last one once more
+    assert result == EngineResult(Outcome.DONE, "", "next turn: and this", taken=("m1", "m2"))
+    assert asked[-1] == (frozenset({"m1", "m2"}), False)
+    assert session.closed

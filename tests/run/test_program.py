@@ -14,8 +14,18 @@ import attrs
 import pytest
 from shadowclone.fakes.github import FakeGitHub
 from shadowclone.fakes.models import FakeModelServer, Hang, Reply, Shell, Text
+from shadowclone.node import files
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import ProgressLine, Request, StopMarker
+from shadowclone.node.schemas import (
+    INBOX_CLOSED,
+    InboxKind,
+    InboxLine,
+    ProgressKind,
+    ProgressLine,
+    Request,
+    StopMarker,
+    dumps,
+)
 from shadowclone.node.target import Target
 from shadowclone.plugin.types import Outcome
 from shadowclone.run.program import run_clone
@@ -193,13 +203,58 @@ class TestRunProgram:
             stopper.join()
             engine_calls = len([r for r in server.requests if r.api == "anthropic"])
         texts = [line.text for line in lines]
-        # The engine had finished: its work is saved as done, with the reviews that ran.
-        assert lines[-1].outcome is Outcome.DONE and code == 0
+        # The session stays open while its last turn is reviewed: the stop ends it there.
+        assert lines[-1].outcome is Outcome.STOPPED and code == 0
         assert any(t.startswith("toolchain: passed") for t in texts), texts
         assert "stop requested: skipping the remaining reviews" in texts, "\n".join(texts)
         assert not [t for t in texts if t.startswith("self-review:")], texts
         assert engine_calls == 2, "the self-review consulted the engine after the stop"
         assert gh.read_file("owner/app", "shadowclone/1-reviewed-work", "DONE.md") == "done\n"
+
+    def test_a_message_after_the_last_turn_starts_a_new_turn_and_is_reviewed_again(
+        self, world: World
+    ) -> None:
+        """A message that comes while the last turn's result is reviewed reaches the model
+        once, in the same session; the new result is reviewed; the report lists the message."""
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="More work")
+        message = "Owner says: also write LATE.md."
+        late = Shell("echo late > LATE.md")
+        with models(Shell("echo a > A.md"), Text("Wrote A.md.")) as server:
+            server.rule = lambda request: (
+                (late if not request.contains("echo late") else Text("Wrote LATE.md."))
+                if request.last_user_text() == message or request.contains("echo late")
+                else None
+            )
+            folder = world.folder(number, server, check_commands=("touch CHECKING; sleep 2",))
+
+            def send_during_the_reviews() -> None:
+                deadline = time.monotonic() + 600
+                while time.monotonic() < deadline:
+                    if (folder.path / "workspace" / "CHECKING").exists():
+                        line = InboxLine(id="late-1", kind=InboxKind.MESSAGE, text=message)
+                        folder.append_inbox(line)  # as `send` does
+                        files.append_line(folder.deliveries_file, dumps(line))  # as serve does
+                        return
+                    time.sleep(0.05)
+
+            sender = threading.Thread(target=send_during_the_reviews)
+            sender.start()
+            code, lines = world.run(folder)
+            sender.join()
+            carrying = [r for r in server.requests if r.api == "anthropic" and r.contains(message)]
+        texts = [line.text for line in lines]
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE), texts
+        assert [line.text for line in lines if line.kind is ProgressKind.MESSAGE] == [message]
+        # Exactly once: one request brought it as the new user turn, of the first session.
+        assert [r for r in carrying if r.last_user_text() == message]
+        assert all(r.user_texts().count(message) == 1 for r in carrying)
+        assert all(r.contains("Wrote A.md.") for r in carrying), "not the same session"
+        assert len([t for t in texts if t.startswith("toolchain: passed")]) == 2, texts
+        assert texts.index(INBOX_CLOSED) > texts.index(message)
+        assert gh.read_file("owner/app", "shadowclone/1-more-work", "LATE.md") == "late\n"
+        report = lines[-1].report or ""
+        assert f"{message!r}: reached the engine" in report
 
     def test_secrets_never_reach_progress_lines_or_the_report(self, world: World) -> None:
         gh = world.github

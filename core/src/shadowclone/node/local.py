@@ -24,6 +24,7 @@ from shadowclone.node import files
 from shadowclone.node.index import CloneIndex
 from shadowclone.node.runfolder import RunFolder, is_clone_id, new_clone_id
 from shadowclone.node.schemas import (
+    INBOX_CLOSED,
     Answer,
     ChosenBy,
     InboxKind,
@@ -32,6 +33,7 @@ from shadowclone.node.schemas import (
     Question,
     Request,
     State,
+    Step,
     StopMarker,
     dumps,
     now,
@@ -433,7 +435,18 @@ class LocalNode:
             raise BadInput("message: expected some text, got nothing")
         folder, _ = self._active_view(clone_id, "messages")
         line = InboxLine(id=_line_id(), kind=InboxKind.MESSAGE, text=text, at=self.clock())
-        folder.append_inbox(line)
+        # Under the inbox lock, as the clone closes its inbox: a message is either accepted
+        # before the close (and the clone waits for it) or refused here.
+        with files.lock_for(folder.inbox_file):
+            progress, _, _ = folder.progress()
+            if any(p.final for p in progress):
+                raise Refused(f"clone {folder.id} has finished; it takes no more messages")
+            if any(p.step is Step.SAVE and p.text == INBOX_CLOSED for p in progress):
+                raise Refused(
+                    f"clone {folder.id} is saving its work; it takes no more messages "
+                    "(start a new clone for more work)"
+                )
+            files.append_line(folder.inbox_file, dumps(line), locked=True)
         return line
 
     def answer(self, clone_id: str, question_id: str, choice: str) -> InboxLine:

@@ -62,6 +62,11 @@ class Step(enum.StrEnum):
     FINISH = "finish"
 
 
+INBOX_CLOSED = "the clone takes no more messages: it is saving its work"
+"""The note (step `save`) the run program writes, under the inbox lock, once every message it
+accepted has reached the engine (or can no longer): `send` refuses from then on."""
+
+
 class ProgressKind(enum.StrEnum):
     NOTE = "note"
     """A step began or did something worth telling."""

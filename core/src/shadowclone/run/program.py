@@ -24,8 +24,10 @@ from pathlib import Path
 import attrs
 
 from shadowclone.errors import ShadowcloneError
+from shadowclone.node import files
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
+    INBOX_CLOSED,
     Handoff,
     InboxKind,
     ProgressKind,
@@ -125,6 +127,9 @@ class CloneRun:
         self.asks = AskRelay(self.engine_area / ASK_OUTBOX, self.progress)
         self.model_proxy: ModelProxy | None = None
         self.stop = asyncio.Event()
+        self._reviews: list[ReviewLine] = []
+        """The reviews of the engine's last turn (run between turns, the session open)."""
+        self._inbox_closed = False
         self.plan: Plan | None = None
         self.workspace: Workspace | None = None
         self.client: GithubClient | None = None
@@ -259,11 +264,31 @@ class CloneRun:
     async def _work(self) -> tuple[EngineResult, list[ReviewLine]]:
         try:
             result = await self._engine(self.request_prompt())
-            reviews = await self._review() if result.outcome is Outcome.DONE else []
         except ShadowcloneError as error:
             self.progress.error(Step.ENGINE, str(error))
-            return EngineResult(Outcome.FAILED, str(error)), []
-        return result, reviews
+            result = EngineResult(Outcome.FAILED, str(error))
+        self.close_inbox(frozenset(result.taken), force=True)
+        return result, self._reviews if result.outcome is Outcome.DONE else []
+
+    def close_inbox(self, taken: frozenset[str], force: bool) -> bool:
+        """Take no more messages, unless one accepted has not reached the engine yet (then
+        False, and the engine's session stays open for it); `force` closes regardless.
+        Under the inbox lock, which `send` holds to check and append."""
+        if self._inbox_closed:
+            return True
+        with files.lock_for(self.folder.inbox_file):
+            inbox, _, _ = self.folder.inbox()
+            waiting = [
+                line for line in inbox if line.kind is InboxKind.MESSAGE and line.id not in taken
+            ]
+            if waiting and not force and not self.stop.is_set():
+                return False
+            self.progress.note(Step.SAVE, INBOX_CLOSED)
+            self._inbox_closed = True
+        return True
+
+    async def _reviews_between_turns(self) -> None:
+        self._reviews = await self._review()
 
     async def _finish(self, result: EngineResult, reviews: list[ReviewLine]) -> int:
         saved: Saved | None = None
@@ -435,7 +460,13 @@ class CloneRun:
         messages = delivered(self.folder, kinds={InboxKind.MESSAGE})
         async with contextlib.aclosing(messages):
             result = await supervise_engine(
-                session, self.progress, messages, self.stop, self.request.stall_timeout_s
+                session,
+                self.progress,
+                messages,
+                self.stop,
+                self.request.stall_timeout_s,
+                on_idle=self._reviews_between_turns,
+                close_inbox=self.close_inbox,
             )
         return result
 
@@ -559,9 +590,28 @@ class CloneRun:
         usage = self.usage()
         if usage:
             rows.append(usage)
+        rows.extend(self.message_fates(result))
         if result.last_text.strip():
             rows.append("the engine's last words:\n" + result.last_text.strip())
         return "\n".join(rows)
+
+    def message_fates(self, result: EngineResult) -> list[str]:
+        """Every message the owner sent, and whether it reached the engine."""
+        inbox, _, _ = self.folder.inbox()
+        taken = set(result.taken)
+        if result.outcome is Outcome.STOPPED:
+            missed = "not delivered: the clone was stopped first"
+        else:
+            missed = f"not delivered: the engine had ended ({result.outcome})"
+        rows = []
+        for line in inbox:
+            if line.kind is not InboxKind.MESSAGE:
+                continue
+            text = " ".join(line.text.split())
+            text = text if len(text) <= 80 else text[:79] + "…"
+            fate = "reached the engine" if line.id in taken else missed
+            rows.append(f"message {line.at:%H:%M:%S} {text!r}: {fate}")
+        return rows
 
     def usage(self) -> str:
         lines, _, _ = self.folder.progress()

@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 PROGRAM = "claude"
 ASK_SERVER = "shadowclone_ask"
+TAKEN_POLL_S = 0.01
+"""How often `send` looks whether its queued message has gone to the model."""
 """The MCP server name the engine sees: its tool is `mcp__shadowclone_ask__ask`."""
 
 """Set to a fresh value per session: every process the engine starts inherits it, so the
@@ -195,6 +197,15 @@ class ClaudeSession:
                         "request": {"subtype": "interrupt"},
                     }
                 )
+        await self._until_taken(message)
+
+    async def _until_taken(self, message: str) -> None:
+        """Return once a queued message went to the model as a user turn: the owner is told
+        it arrived only then."""
+        while message in self._pending:
+            if self._done.done():
+                raise Refused("the Claude Code session ended before it took the message")
+            await asyncio.sleep(TAKEN_POLL_S)
 
     async def close(self) -> None:
         async with self._lock:

@@ -1,11 +1,15 @@
 """The Codex driver: `codex app-server` over JSON-RPC, steered with `turn/steer`.
 
 One app-server process serves a whole clone: the driver opens one thread in the workspace and
-runs turns in it (PROTOCOLS.md B1-B4). A message from the owner during a turn is appended to
-that turn with `turn/steer`, naming the turn it expects; when the turn has just ended (Codex
-answers "no active turn to steer") or cannot take input now, the message waits and starts the
-next turn as soon as the running one completes. A steered message Codex accepted but never
-showed as a user message of its turn is sent again in the next turn. So no message is dropped.
+runs turns in it (PROTOCOLS.md B1-B4). A message from the owner while a tool runs (a shell
+command, an open question through the ask tool) interrupts the turn and starts the next one with
+the message: Codex shows a steered message to the model only once the running tool ends, which
+for a long command or a question may take many minutes. Otherwise a message during a turn is
+appended to that turn with `turn/steer`, naming the turn it expects; when the turn has just
+ended (Codex answers "no active turn to steer") or cannot take input now, the message waits and
+starts the next turn as soon as the running one completes. A steered message Codex accepted but
+never showed as a user message of its turn is sent again in the next turn. So no message is
+dropped.
 
 Approvals and other questions from Codex are answered by policy (`notifications.py`); the
 container is the sandbox and the owner is reached only through the ask tool.
@@ -20,11 +24,13 @@ import importlib.metadata
 import itertools
 import json
 import logging
+import shlex
 import signal
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+import psutil
 from shadowclone.errors import Refused
 from shadowclone.plugin.processes import ProcessTree, read_stderr, spawn_engine, until_finished
 from shadowclone.plugin.types import EngineEvent, EngineTask, FinishedEvent, Outcome
@@ -66,6 +72,8 @@ ended with signals."""
 PIPE_DRAIN_S = 5.0
 """How long to wait for the last output once the process is gone."""
 EXIT_POLL_S = 0.1
+TAKEN_POLL_S = 0.01
+"""How often `send` looks whether its waiting message has started a turn."""
 OUTPUT_TAIL_LINES = 30
 OUTPUT_LINE_LENGTH = 500
 
@@ -78,6 +86,10 @@ OPTED_OUT_NOTIFICATIONS = (
 )
 """Notifications the driver never uses: Codex does not send them at all (fewer lines to read
 while the model streams)."""
+
+
+_NOT_TOOLS = frozenset({"userMessage", "agentMessage", "reasoning", "plan", "contextCompaction"})
+"""Item types that are the conversation itself; every other item is a tool the model waits on."""
 
 
 def _client_version() -> str:
@@ -133,6 +145,12 @@ class CodexSession:
         self._turn_id: str | None = None
         """The running turn, from `turn/start` until its `turn/completed`."""
         self._finished_turns: set[str] = set()
+        self._tools_running: set[str] = set()
+        """Ids of the running turn's tool items that have started and not completed."""
+        self._commands: dict[str, str] = {}
+        """The running turn's shell commands that have not completed, by item id."""
+        self._interrupted: dict[str, list[str]] = {}
+        """Turns interrupted for a message -> the commands they were running."""
         self._pending: list[str] = []
         """Messages for the next turn: they came when the running one could not take them."""
         self._steered: dict[str, tuple[str, str]] = {}
@@ -176,16 +194,32 @@ class CodexSession:
         async with self._lock:
             if self._done.done() or self._closing or self._stopping or self._start_error:
                 raise Refused("the Codex session takes no more messages: it is ending")
-            if self._turn_id is not None:
+            if self._turn_id is not None and self._tools_running:
+                # Steered input waits for the running tool: a shell command (Codex gives it
+                # seconds before it looks again), an open question (up to half an hour).
+                # Interrupt, and the message starts the next turn as soon as Codex says the
+                # turn is over.
+                self._pending.append(message)
+                await self._interrupt(self._turn_id)
+            elif self._turn_id is not None:
                 await self._steer(self._turn_id, message)
-                return
-            # Messages still waiting for a turn go first, in the order they came.
-            waiting, self._pending = self._pending, []
-            try:
-                await self._start_turn_for_sender([*waiting, message])
-            except Refused:
-                self._pending[:0] = waiting
-                raise
+            else:
+                # Messages still waiting for a turn go first, in the order they came.
+                waiting, self._pending = self._pending, []
+                try:
+                    await self._start_turn_for_sender([*waiting, message])
+                except Refused:
+                    self._pending[:0] = waiting
+                    raise
+        await self._until_taken(message)
+
+    async def _until_taken(self, message: str) -> None:
+        """Return once a message waiting for the next turn has started it: the owner is told
+        it arrived only then."""
+        while message in self._pending:
+            if self._done.done():
+                raise Refused("the Codex session ended before it took the message")
+            await asyncio.sleep(TAKEN_POLL_S)
 
     async def close(self) -> None:
         async with self._lock:
@@ -281,6 +315,27 @@ class CodexSession:
             await self._start_turn(messages)
         except (RpcError, TimeoutError, KeyError, TypeError) as error:
             raise Refused(f"Codex did not start a turn with the message: {error}") from error
+        except EngineGone as error:
+            raise Refused(f"the Codex session ended before it took the message: {error}") from error
+
+    async def _interrupt(self, turn_id: str) -> None:
+        """Ask Codex to end `turn_id` now (the lock is held); its `turn/completed` then starts
+        the next turn with the waiting messages."""
+        if turn_id in self._interrupted:
+            return
+        assert self._thread_id is not None
+        self._interrupted[turn_id] = list(self._commands.values())
+        try:
+            await self._rpc.request(
+                "turn/interrupt",
+                {"threadId": self._thread_id, "turnId": turn_id},
+                timeout=RPC_TIMEOUT_S,
+            )
+            log.info("interrupted codex turn %s for a message", turn_id)
+        except (RpcError, TimeoutError) as error:
+            # The turn ended meanwhile: its completion (or this flush) starts the next one.
+            log.info("codex did not interrupt turn %s (%s)", turn_id, error)
+            await self._flush()
         except EngineGone as error:
             raise Refused(f"the Codex session ended before it took the message: {error}") from error
 
@@ -428,6 +483,15 @@ class CodexSession:
             item = params.get("item") or {}
             if item.get("type") == "userMessage":
                 self._steered.pop(str(item.get("clientId")), None)
+            elif item.get("type") not in _NOT_TOOLS:
+                item_id = str(item.get("id"))
+                if method == "item/started":
+                    self._tools_running.add(item_id)
+                    if item.get("type") == "commandExecution" and item.get("command"):
+                        self._commands[item_id] = str(item.get("command"))
+                else:
+                    self._tools_running.discard(item_id)
+                    self._commands.pop(item_id, None)
         elif method == "error":
             self._on_error(params)
         for event in self._normalizer.events(method, params):
@@ -450,6 +514,9 @@ class CodexSession:
         self._finished_turns.add(turn_id)
         if self._turn_id == turn_id:
             self._turn_id = None
+            self._tools_running.clear()
+            self._commands.clear()
+        self._end_commands(self._interrupted.pop(turn_id, []))
         if status == "failed":
             self._turn_failure = turn_error(params) or self._last_error or "the turn failed"
             log.warning("codex turn %s failed: %s", turn_id, self._turn_failure)
@@ -462,6 +529,23 @@ class CodexSession:
             log.warning("codex ended turn %s before %d steered messages", turn_id, len(unseen))
             self._pending[:0] = [self._steered.pop(client_id)[1] for client_id in unseen]
         self._schedule_flush()
+
+    def _end_commands(self, commands: Sequence[str]) -> None:
+        """End the shell commands of a turn interrupted for a message: Codex leaves them
+        running in the background, where the model no longer follows them."""
+        if not commands:
+            return
+        self._tree.refresh()
+        for process in self._tree.alive():
+            with contextlib.suppress(psutil.Error):
+                argv = process.cmdline()
+                if process.pid == self.pid or not argv or shlex.join(argv) not in commands:
+                    continue
+                doomed = [process, *process.children(recursive=True)]
+                log.info("ending the interrupted command %r (pid %d)", argv, process.pid)
+                for each in doomed:
+                    with contextlib.suppress(psutil.Error):
+                        each.kill()
 
     # ---- the end
 

@@ -7,13 +7,20 @@ bounded, so a clone never hangs here.
 
 The stall clock does not run while a question is open: the ask tool blocks the engine, without
 events, for as long as the owner may take to answer.
+
+With `on_idle` (the run program's reviews), the session stays open after a turn ends: the
+reviews run while messages are still taken, and a message that arrives then starts a new turn
+of the same session (the reviews then run again on its result). The session is closed only
+once the reviews of the last turn are done and `close_inbox` says no accepted message is
+still on its way; from then on `send` refuses. So an accepted message always reaches the
+engine, or the report says why it did not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import attrs
@@ -46,6 +53,8 @@ class EngineResult:
     """Why it ended so, for anything but done; for a failure, the engine's last output."""
     last_text: str = ""
     """The model's last words, the heart of the report."""
+    taken: tuple[str, ...] = ()
+    """Ids of the owner's messages the engine took, in order."""
 
 
 async def supervise_engine(
@@ -57,6 +66,8 @@ async def supervise_engine(
     *,
     stop_grace_s: float = STOP_GRACE_S,
     check_s: float | None = None,
+    on_idle: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
 ) -> EngineResult:
     """Drive `session` (already launched) until it ends, and say how it ended.
 
@@ -64,6 +75,10 @@ async def supervise_engine(
     ignored here); `stop` is set when the owner stops the clone; `stall_timeout_s` is how long
     the engine may stay silent with no question open. `check_s` is how often the stall clock
     and the open questions are looked at (default: a quarter of the stall timeout, at most 5 s).
+    `on_idle` runs each time a turn ends with nothing waiting (the session stays open
+    meanwhile); `close_inbox(taken, force)` is asked before the session is closed: it returns
+    False while an accepted message is not yet among `taken` (unless `force`), and once it
+    returns True no message is accepted any more.
     """
     supervisor = _Supervisor(
         session,
@@ -72,6 +87,8 @@ async def supervise_engine(
         stop,
         stall_timeout_s=stall_timeout_s,
         stop_grace_s=stop_grace_s,
+        on_idle=on_idle,
+        close_inbox=close_inbox,
     )
     if check_s is None:
         check_s = min(max(stall_timeout_s / 4, 0.05), 5.0)
@@ -88,6 +105,8 @@ class _Supervisor:
         *,
         stall_timeout_s: float,
         stop_grace_s: float,
+        on_idle: Callable[[], Coroutine[Any, Any, None]] | None = None,
+        close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
     ) -> None:
         self.session = session
         self.progress = progress
@@ -105,16 +124,32 @@ class _Supervisor:
         self.next_event: asyncio.Task[EngineEvent] | None = None
         self.next_message: asyncio.Task[InboxLine] | None = None
         self.sending: asyncio.Task[None] | None = None
-        self.sending_text = ""
+        self.sending_line: InboxLine | None = None
+        self.taken: list[str] = []
+        self.on_idle = on_idle
+        self.close_inbox = close_inbox
+        self.idle: asyncio.Task[None] | None = None
+        """The reviews of the last turn, while they run."""
+        self.idle_stale = False
+        """A message came while `idle` ran: its result is not the last turn's."""
+        self.idle_again = False
+        """A turn ended while stale reviews still ran: run them again once they end."""
+        self.turn_running = True
+        self.waiting_since: float | None = None
+        """When `close_inbox` last said a message is still on its way."""
 
     async def run(self, check_s: float) -> EngineResult:
+        result = await self._run(check_s)
+        return attrs.evolve(result, taken=tuple(self.taken))
+
+    async def _run(self, check_s: float) -> EngineResult:
         stop_wait = asyncio.create_task(self.stop.wait(), name="stop signal")
         self.next_event = self._pull_event()
         self._pull_message()
         try:
             while True:
                 waiting: set[asyncio.Future[Any]] = {stop_wait, self.next_event}
-                for task in (self.next_message, self.sending):
+                for task in (self.next_message, self.sending, self.idle):
                     if task is not None:
                         waiting.add(task)
                 done, _ = await asyncio.wait(
@@ -149,7 +184,11 @@ class _Supervisor:
             self._on_message(self.next_message)
         assert self.next_event is not None
         if self.next_event in done:
-            return await self._on_event(self.next_event)
+            ended = await self._on_event(self.next_event)
+            if ended is not None:
+                return ended
+        if self.idle is not None and self.idle in done:
+            return await self._on_idle_done(self.idle)
         return None
 
     # ------------------------------------------------------------------ messages
@@ -180,8 +219,12 @@ class _Supervisor:
             self._pull_message()
             return
         log.info("delivering message %s to the engine", line.id)
-        self.sending_text = line.text
+        self.sending_line = line
         self.sending = asyncio.create_task(self.session.send(line.text), name=f"send {line.id}")
+        self.turn_running = True
+        self.waiting_since = None
+        if self.idle is not None:
+            self.idle_stale = True  # the reviews running now are of a turn that is not the last
         self.last_activity = self.loop.time()
 
     def _on_sent(self, task: asyncio.Task[None]) -> str | None:
@@ -190,7 +233,9 @@ class _Supervisor:
         error = task.exception()
         if error is not None:
             return f"the engine did not take a message from the owner: {error}"
-        self.progress.message(self.sending_text)
+        assert self.sending_line is not None
+        self.taken.append(self.sending_line.id)
+        self.progress.message(self.sending_line.text)
         self.last_activity = self.loop.time()
         self._pull_message()
         return None
@@ -224,8 +269,46 @@ class _Supervisor:
                 self.next_message is not None and self.next_message.done()
             )
             if not waiting:
-                return await self._close()
+                if self.on_idle is None:
+                    return await self._close()
+                self.turn_running = False
+                self._start_idle()
         return None
+
+    # ------------------------------------------------------------------ between turns
+
+    def _start_idle(self) -> None:
+        """The turn ended with nothing waiting: run the reviews, the session kept open."""
+        assert self.on_idle is not None
+        if self.idle is not None:
+            self.idle_again = True  # stale reviews still run; these follow them
+            return
+        log.info("the turn ended; reviewing its result with the session kept open")
+        self.idle_stale = False
+        self.idle = asyncio.create_task(self.on_idle(), name="between turns")
+
+    async def _on_idle_done(self, task: asyncio.Task[None]) -> EngineResult | None:
+        self.idle = None
+        error = task.exception()
+        if error is not None:
+            return await self._end(Outcome.FAILED, f"the reviews failed: {error!r}")
+        if self.idle_again:
+            self.idle_again = False
+            if not self.turn_running:
+                self._start_idle()
+            return None
+        if self.idle_stale or self.turn_running or self.sending is not None:
+            return None
+        return await self._close_if_all_taken(force=False)
+
+    async def _close_if_all_taken(self, force: bool) -> EngineResult | None:
+        """Close the session unless an accepted message is still on its way to the engine."""
+        if self.close_inbox is not None and not self.close_inbox(frozenset(self.taken), force):
+            if self.waiting_since is None:
+                self.waiting_since = self.loop.time()
+            log.info("a message from the owner is on its way; keeping the session open")
+            return None
+        return await self._close()
 
     def _record(self, event: EngineEvent) -> None:
         match event:
@@ -263,6 +346,13 @@ class _Supervisor:
         now = self.last_check = self.loop.time()
         if self.questions.refresh() or self.questions.current():
             self.last_activity = now  # a question open or just settled holds the clock
+        if not self.turn_running and not self.closed:
+            self.last_activity = now  # between turns the engine has nothing to say
+            waited = now - self.waiting_since if self.waiting_since is not None else 0.0
+            if self.idle is None and waited >= self.stall_timeout_s:
+                log.warning("an accepted message never arrived; closing the session")
+                return await self._close_if_all_taken(force=True)
+            return None
         silent_s = now - self.last_activity
         if silent_s < self.stall_timeout_s:
             return None
@@ -320,7 +410,10 @@ class _Supervisor:
         return ""
 
     async def _tidy(self, stop_wait: asyncio.Task[bool]) -> None:
-        for task in (stop_wait, self.next_event, self.next_message, self.sending):
+        if self.idle is not None and not self.idle.done():
+            # The reviews skip what is left once stopped; the running stage may finish.
+            await asyncio.wait({self.idle}, timeout=self.stop_grace_s)
+        for task in (stop_wait, self.next_event, self.next_message, self.sending, self.idle):
             if task is not None and not task.done():
                 task.cancel()
                 await _settle(task, self.stop_grace_s)
