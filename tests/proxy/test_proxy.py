@@ -596,9 +596,12 @@ def test_the_command_serves_on_a_socket_until_sigterm(
                 placeholder = {"authorization": f"Bearer {PLACEHOLDERS['openai_api_key']}"}
                 response = client.get("http://localhost/v1/models", headers=placeholder)
             assert response.status_code == 200
+            # The proxy logs an exchange once it has ended, which may be after the client has
+            # its answer: wait for that line before stopping it.
+            log = process.stderr.readline()
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=10) == 0
-            log = process.stderr.read()
+            log += process.stderr.read()
         finally:
             process.kill()
     assert_clean(server.requests[0], {"authorization": "Bearer sk-openai-real"})

@@ -185,7 +185,16 @@ class FileLock:
 
     def __enter__(self) -> FileLock:
         make_folder(self.path.parent)
-        descriptor = open_plain(self.path, os.O_RDWR | os.O_CREAT, plain_folder=self.plain_folder)
+        try:
+            descriptor = open_plain(
+                self.path, os.O_RDWR | os.O_CREAT, plain_folder=self.plain_folder
+            )
+        except MalformedFile:
+            if not os.path.lexists(self.path):
+                raise
+            # A lock file another user made (serve run as root, the clone as its own user):
+            # a read-only descriptor takes the same flock; a link or a folder is still refused.
+            descriptor = open_plain(self.path, os.O_RDONLY, plain_folder=self.plain_folder)
         deadline = time.monotonic() + self.timeout
         while True:
             try:
