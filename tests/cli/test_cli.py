@@ -1,4 +1,4 @@
-"""R37: every operation from the command line, `--json` for scripts, exit codes 0/1/2, and one
+"""Every operation from the command line, `--json` for scripts, exit codes 0/1/2, and one
 line (never a traceback) for every error the owner can cause."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Whole clones through the CLI (R25-R27, R30-R32): `shadowclone start`, a real `shadowclone
+"""Whole clones through the CLI: `shadowclone start`, a real `shadowclone
 serve` with the fake launcher running the real run program, the scripted engine, real git, and
 the fake GitHub over HTTP. The owner acts only through the command line."""
 

@@ -1,4 +1,4 @@
-"""R39: `shadowclone demo` runs one whole clone with no account and no Docker, and says so."""
+"""`shadowclone demo` runs one whole clone with no account and no Docker, and says so."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""R5-R6: the config file: defaults, paths, edits that keep comments, one-line errors."""
+"""The config file: defaults, paths, edits that keep comments, one-line errors."""
 
 from __future__ import annotations
 

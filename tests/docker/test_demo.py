@@ -1,4 +1,4 @@
-"""R39 with Docker: `shadowclone demo --launcher docker` runs the whole clone in a container of
+"""With Docker: `shadowclone demo --launcher docker` runs the whole clone in a container of
 the clone image, against the fake GitHub, with no account."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The clone image scripts/build-image built from image/Dockerfile (R33): an entry point that
+"""The clone image scripts/build-image built from image/Dockerfile: an entry point that
 drops root for the `clone` user, an `engine` user the run program starts the engine as, the
 engines at the pinned versions, this checkout's shadowclone, and the run program as the entry
 point's command."""

@@ -18,7 +18,7 @@ from shadowclone.fakes.models import (
     Text,
 )
 
-# The tool lists the pinned Codex sends, cut down to what the server reads (PROTOCOLS.md B7).
+# The tool lists the pinned Codex sends, cut down to what the server reads (docs/engines.md).
 CODEX_TOOLS: list[dict[str, Any]] = [
     {"type": "function", "name": "exec_command", "parameters": {}},
     {"type": "function", "name": "write_stdin", "parameters": {}},

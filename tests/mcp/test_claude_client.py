@@ -1,4 +1,4 @@
-"""R38: the real Claude Code as the MCP client of `shadowclone mcp`: a scripted fake model
+"""The real Claude Code as the MCP client of `shadowclone mcp`: a scripted fake model
 calls the `start` tool, and a clone is queued exactly as the CLI would queue it."""
 
 from __future__ import annotations

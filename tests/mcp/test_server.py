@@ -1,4 +1,4 @@
-"""R38: the MCP server, driven over stdio by the `mcp` client, offers start, list, get, send,
+"""The MCP server, driven over stdio by the `mcp` client, offers start, list, get, send,
 answer and stop with the CLI's rules, the CLI's data and the CLI's error lines."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""R38 end to end: clones started through the MCP server run under a real `shadowclone serve`
+"""End to end: clones started through the MCP server run under a real `shadowclone serve`
 with the fake launcher, and the assistant follows, answers, messages and stops them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""R11 and R41: the admission rules hold under any sequence of operations, and under
+"""The admission rules hold under any sequence of operations, and under
 concurrent starts from many threads and many processes."""
 
 from __future__ import annotations

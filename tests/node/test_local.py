@@ -1,4 +1,4 @@
-"""The node's operations and the admission rules of R11-R15, on a real clones folder."""
+"""The node's operations and the admission rules, on a real clones folder."""
 
 from __future__ import annotations
 

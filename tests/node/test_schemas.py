@@ -1,4 +1,4 @@
-"""R9: every run-folder schema survives a write and a read unchanged; bad files are named."""
+"""Every run-folder schema survives a write and a read unchanged; bad files are named."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""R2 and R3: a third-party plugin is found through its entry point and used; broken plugins are
+"""A third-party plugin is found through its entry point and used; broken plugins are
 reported with their distribution and version while the others keep working."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""runClone end to end (R25-R27, R30-R32): the real run program, the real Claude Code CLI
+"""runClone end to end: the real run program, the real Claude Code CLI
 against the scripted fake model server, real git, and the fake GitHub over HTTP."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The launcher contract (R22, R24): tests every launcher plugin passes.
+"""The launcher contract: tests every launcher plugin passes.
 
 A launcher's tests subclass `LauncherContract` and say how to build the launcher, how to make a
 clone behave a certain way, and what the launcher leaves behind for a clone:

@@ -1,4 +1,4 @@
-"""R21, R22: `shadowclone serve` killed with SIGKILL at moments hypothesis picks, while clones
+"""`shadowclone serve` killed with SIGKILL at moments hypothesis picks, while clones
 run and messages arrive, and started again. Every clone must end recorded, none may run twice,
 and every inbox line must reach its clone exactly once."""
 

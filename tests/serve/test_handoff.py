@@ -1,4 +1,4 @@
-"""R30 through serve: a clone that hands its work on to a next phase is launched again on the
+"""Phases through serve: a clone that hands its work on to a next phase is launched again on the
 network that phase asks for, also when serve was down at the moment the phase ended."""
 
 from __future__ import annotations

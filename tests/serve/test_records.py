@@ -1,4 +1,4 @@
-"""How progress lines and a launcher's report become a record (R15, R16, R20)."""
+"""How progress lines and a launcher's report become a record."""
 
 from __future__ import annotations
 

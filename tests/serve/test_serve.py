@@ -1,5 +1,5 @@
-"""serve with the fake launcher: the queue, records, stops, deliveries and the lock (R14,
-R18-R22), on a real clones folder with clones as real local processes."""
+"""serve with the fake launcher: the queue, records, stops, deliveries and the lock, on a real
+clones folder with clones as real local processes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The service (R23): the unit and plist texts, and the commands run, against a fake init system
+"""The service: the unit and plist texts, and the commands run, against a fake init system
 that behaves like systemd and launchd (the real ones are never touched)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""R14, R18-R22 under any sequence of starts, messages, stops, clone endings and serve
+"""The rules of serve under any sequence of starts, messages, stops, clone endings and serve
 restarts: a hypothesis state machine drives a real serve (on a thread) and real fake clones,
 and checks the rules after every step."""
 
@@ -112,14 +112,14 @@ class ServeMachine(RuleBasedStateMachine):
             raise AssertionError(f"stop of {view.state} clone {clone_id} was not refused")
         self.node.stop(clone_id)
         record = wait_state(self.paths, clone_id, *ENDED)
-        assert record.state is State.STOPPED, record  # R14
+        assert record.state is State.STOPPED, record
         if record.started_at is None:
             assert clone_id not in starts(self.root / "starts.jsonl")
 
     @precondition(lambda self: self.in_state(State.RUNNING))
     @rule(data=st.data(), crash=st.booleans())
     def end_a_running_clone(self, data: st.DataObject, crash: bool) -> None:
-        """The clone finishes (`bye`), or falls over with no final line (`crash`, R20)."""
+        """The clone finishes (`bye`), or falls over with no final line (`crash`)."""
         clone_id = data.draw(st.sampled_from(self.in_state(State.RUNNING)))
         try:
             self.node.send(clone_id, "crash" if crash else "bye")
@@ -157,7 +157,7 @@ class ServeMachine(RuleBasedStateMachine):
     @invariant()
     def records_are_whole_and_an_ending_is_final(self) -> None:
         for clone_id in self.ids:
-            record = self.record(clone_id)  # R9: parses, or this raises
+            record = self.record(clone_id)  # parses, or this raises
             if record is None:
                 continue
             assert record.id == clone_id

@@ -1,4 +1,4 @@
-"""R7: host code never opens the secrets file for reading. An audit hook watches every `open`
+"""Host code never opens the secrets file for reading. An audit hook watches every `open`
 in a process that runs setup, start and serve through a whole clone (the clone itself, a
 separate process standing in for the container, is the one that reads it)."""
 

@@ -1,4 +1,4 @@
-"""R34-R36: setup against the fake GitHub with the fake launcher and a real check clone."""
+"""Setup against the fake GitHub with the fake launcher and a real check clone."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def secrets(home: Paths, **values: str) -> None:
 def only_reads(github: FakeGitHub) -> None:
     logged = github.requests()
     assert logged, "the check clone asked GitHub nothing"
-    assert not [r for r in logged if r.is_write], "setup wrote to GitHub (R36)"
+    assert not [r for r in logged if r.is_write], "setup wrote to GitHub"
 
 
 def test_a_private_repository_with_push_is_set_up(

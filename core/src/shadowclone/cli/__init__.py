@@ -1,4 +1,4 @@
-"""The `shadowclone` command: a thin layer over the node (R37).
+"""The `shadowclone` command: a thin layer over the node.
 
 Every error the owner can cause ends in one line on stderr and an exit code: 1 for a refused
 operation, 2 for bad input. Nothing prints a traceback for those.

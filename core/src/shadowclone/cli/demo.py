@@ -1,4 +1,4 @@
-"""`shadowclone demo` (R39): one whole clone on this machine, with no account and no Docker.
+"""`shadowclone demo`: one whole clone on this machine, with no account and no Docker.
 
 A fake GitHub on loopback holds a sample repository and issue; `serve` runs with the fake
 launcher and the scripted engine; the demo starts a clone on the issue, follows it live,

@@ -1,4 +1,4 @@
-"""`shadowclone image build`: build the clone image on this machine (R33).
+"""`shadowclone image build`: build the clone image on this machine.
 
 For owners who do not pull the published image, and for CI, where no registry is reachable.
 It builds `image/Dockerfile` of a shadowclone checkout with the docker CLI (whose output the

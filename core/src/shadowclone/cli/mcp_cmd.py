@@ -1,4 +1,4 @@
-"""`shadowclone mcp`: the MCP server over stdio, for the owner's assistant (R38)."""
+"""`shadowclone mcp`: the MCP server over stdio, for the owner's assistant."""
 
 from __future__ import annotations
 

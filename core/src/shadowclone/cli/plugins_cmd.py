@@ -1,4 +1,4 @@
-"""`shadowclone plugins`: what is installed, who provides it, and what failed to load (R3)."""
+"""`shadowclone plugins`: what is installed, who provides it, and what failed to load."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`shadowclone service`: run `serve` as a systemd user unit or a launchd agent (R23)."""
+"""`shadowclone service`: run `serve` as a systemd user unit or a launchd agent."""
 
 from __future__ import annotations
 

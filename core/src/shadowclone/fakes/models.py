@@ -10,8 +10,8 @@ order, or by a rule; every request is recorded so a test can check what reached 
         ...
         assert server.saw_text("please also")
 
-The wire formats follow what the pinned CLIs were seen to send and accept (PROTOCOLS.md A7, A8,
-B7); requests are parsed leniently because both CLIs add fields all the time.
+The wire formats follow what the pinned CLIs were seen to send and accept (docs/engines.md);
+requests are parsed leniently because both CLIs add fields all the time.
 """
 
 from __future__ import annotations
@@ -273,7 +273,7 @@ class _Stream:
 
 
 class _AnthropicWriter:
-    """Renders replies as Messages API responses (PROTOCOLS.md A8)."""
+    """Renders replies as Messages API responses (docs/engines.md)."""
 
     def __init__(self, server: FakeModelServer, request: ModelRequest) -> None:
         self.server = server
@@ -391,7 +391,7 @@ class ToolNotOffered(Exception):
 
 
 class _ResponsesWriter:
-    """Renders replies as Responses API results (PROTOCOLS.md B7)."""
+    """Renders replies as Responses API results (docs/engines.md)."""
 
     SHELL_TOOLS: Mapping[str, Callable[[str], dict[str, Any]]] = {
         "exec_command": lambda command: {"cmd": command},

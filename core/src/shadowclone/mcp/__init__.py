@@ -1,4 +1,4 @@
-"""The `shadowclone` MCP server: the owner's own assistant starts and steers clones (R38).
+"""The `shadowclone` MCP server: the owner's own assistant starts and steers clones.
 
 Like the CLI it is a thin layer over the node. `server.py` imports the MCP SDK, so it is loaded
 only by `shadowclone mcp` and `python -m shadowclone.mcp`; this package holds only the name.

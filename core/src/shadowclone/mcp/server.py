@@ -1,4 +1,4 @@
-"""The `shadowclone` MCP server (stdio): start, list, get, send, answer and stop as tools (R38).
+"""The `shadowclone` MCP server (stdio): start, list, get, send, answer and stop as tools.
 
 As thin as the CLI: each call loads the config and makes the node afresh (`local_node()`), so an
 edited config counts from the next call and no state lives in the server. A result is the data

@@ -1,6 +1,6 @@
-"""The node: start, list, get, send, answer and stop clones on this machine (R10-R15).
+"""The node: start, list, get, send, answer and stop clones on this machine.
 
-The CLI and the MCP server are thin layers over `LocalNode`. Admission (R11) runs entirely
+The CLI and the MCP server are thin layers over `LocalNode`. Admission runs entirely
 under `start.lock`, from the first check until the request is written, so concurrent starts in
 any number of processes can never break a rule.
 """
@@ -313,7 +313,7 @@ class LocalNode:
         state = record.state if record else State.QUEUED
         launching = record is not None and record.launching_at is not None
         if state is State.QUEUED and stop is not None and not launching:
-            state = State.STOPPED  # a queued clone with a stop marker never starts (R14)
+            state = State.STOPPED  # a queued clone with a stop marker never starts
         view = CloneView(
             id=folder.id,
             target=request.target,
@@ -495,7 +495,7 @@ class LocalNode:
 
     def follow(self, clone_id: str, lines: int = 20, poll_s: float = 1.0) -> Iterator[ProgressLine]:
         """The last `lines` progress lines, then each new one as it is written, until the clone
-        ends (R17)."""
+        ends."""
         from watchfiles import watch
 
         folder = self.resolve(clone_id)

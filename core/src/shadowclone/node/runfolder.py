@@ -1,4 +1,4 @@
-"""A clone's run folder: its request, record, inbox, progress lines and stop marker (R9)."""
+"""A clone's run folder: its request, record, inbox, progress lines and stop marker."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ class RunFolder:
 
     @property
     def deliveries_file(self) -> Path:
-        """Inbox lines serve has handed to the running clone, each once (R21); serve alone
+        """Inbox lines serve has handed to the running clone, each once; serve alone
         appends here and the clone only reads."""
         return self.path / "deliveries.jsonl"
 
@@ -173,7 +173,7 @@ class RunFolder:
         schemas.write(self.request_file, request)
 
     def write_record(self, record: Record) -> None:
-        """Serve alone calls this (R18)."""
+        """Serve alone calls this."""
         schemas.write(self.record_file, record)
 
     def write_stop(self, marker: StopMarker) -> None:

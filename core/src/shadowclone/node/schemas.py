@@ -51,7 +51,7 @@ class State(enum.StrEnum):
 
 
 class Step(enum.StrEnum):
-    """The steps of the run program, in order (R16, R25)."""
+    """The steps of the run program, in order."""
 
     TARGET = "target"
     WORKSPACE = "workspace"
@@ -142,7 +142,7 @@ class RunMode(enum.StrEnum):
     """Work on the target: the whole run program."""
     CHECK = "check"
     """`setup`'s check clone: read the secrets and ask GitHub about the repository, nothing
-    more (R34, R36)."""
+    more."""
 
 
 @attrs.frozen
@@ -163,7 +163,7 @@ class Request:
     one_at_a_time: bool = False
     """The login allows one clone at a time (a ChatGPT plan): serve runs these one by one."""
     model_host: str | None = None
-    """host[:port] of the model provider's API: all a network-off review may reach (R30)."""
+    """host[:port] of the model provider's API: all a network-off review may reach."""
     token_url: str | None = None
     """Where the login renews its tokens (a ChatGPT plan): the run program's side reaches it,
     network-off or not."""
@@ -184,7 +184,7 @@ class Request:
 
 @attrs.frozen
 class Record:
-    """What serve knows of a clone; serve alone writes it (R18)."""
+    """What serve knows of a clone; serve alone writes it."""
 
     id: str
     state: State
@@ -198,10 +198,10 @@ class Record:
     outcome: Outcome | None = None
     report: str | None = None
     output_tail: str = ""
-    """The clone's last output, kept when it ended without a final line (R20)."""
+    """The clone's last output, kept when it ended without a final line."""
     launching_at: datetime | None = None
     """Set, with state `queued`, just before serve hands the clone to its launcher: after a
-    crash of serve it says the launch may have happened, so the launcher is asked first (R22)."""
+    crash of serve it says the launch may have happened, so the launcher is asked first."""
     reason: str = ""
     """Why serve ended the clone as it did, where the final line does not say (no final line, a
     failed launch, a clone the launcher lost, a stall)."""
@@ -237,7 +237,7 @@ class Resume(enum.StrEnum):
 @attrs.frozen
 class Handoff:
     """Written by a clone that ends one phase of its work and needs the next one launched on
-    another network (R30): a review of code the owner did not write fetches with the network
+    another network: a review of code the owner did not write fetches with the network
     on, reviews with nothing but the model's API, and posts its review with the network on.
     The next launch deletes it when it starts."""
 

@@ -1,4 +1,4 @@
-"""Setup records: one file per repository prepared on this machine (R8, R11).
+"""Setup records: one file per repository prepared on this machine.
 
 `shadowclone setup` writes them through `write_setup`; `start` reads them through `read_setup`.
 """

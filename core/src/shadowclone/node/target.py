@@ -32,7 +32,7 @@ class Target:
 
     @property
     def key(self) -> str:
-        """Issues and pull requests share numbers, so this names one either way (R11)."""
+        """Issues and pull requests share numbers, so this names one either way."""
         return f"{self.owner}/{self.repo}#{self.number}"
 
     @property

@@ -177,7 +177,7 @@ class EngineRegistration:
     fake model server in tests): the run program sets it from `[providers.NAME] base_url`."""
     default_base_url: str | None = None
     """The provider's API when the config names none; its host is all a network-off review
-    may reach (R30)."""
+    may reach."""
 
 
 # --------------------------------------------------------------------------- launchers

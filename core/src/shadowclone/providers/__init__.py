@@ -1,4 +1,4 @@
-"""The built-in secret providers: the model logins and the GitHub token (R4).
+"""The built-in secret providers: the model logins and the GitHub token.
 
 Each names the key the owner pastes into the secrets file, how the value reaches the engine
 inside the clone, and its limits. The host never reads the values; only the run program inside

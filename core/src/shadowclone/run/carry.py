@@ -1,4 +1,4 @@
-"""What a clone carries from one phase of its work to the next (R30).
+"""What a clone carries from one phase of its work to the next.
 
 A review of code the owner did not write runs in three launches: the first fetches it with
 the network on and no engine running; the second runs the engine with nothing but the model's

@@ -1,4 +1,4 @@
-"""The check clone of `setup` (R34-R36): inside a clone, with the same mounts as a real one,
+"""The check clone of `setup`: inside a clone, with the same mounts as a real one,
 read the secrets and ask GitHub what setup needs to know. It only reads: no write call reaches
 GitHub, and nothing is cloned."""
 

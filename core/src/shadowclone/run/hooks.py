@@ -1,4 +1,4 @@
-"""The clone's git hooks (R27): a pre-push hook that lets the clone push its own branch and nothing
+"""The clone's git hooks: a pre-push hook that lets the clone push its own branch and nothing
 else.
 
 Where the hook goes: a folder of ours inside the git directory (`<git-dir>/shadowclone-hooks`),

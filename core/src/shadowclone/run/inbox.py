@@ -1,7 +1,7 @@
 """What reaches the clone from the owner: delivered inbox lines and the stop marker.
 
-Inside the clone only `deliveries.jsonl` is read (serve copies each inbox line there once,
-R21). Files are followed with filesystem events (watchfiles) and, because events may not cross
+Inside the clone only `deliveries.jsonl` is read (serve copies each inbox line there once).
+Files are followed with filesystem events (watchfiles) and, because events may not cross
 every mount (a bind mount from another kernel), with a slow poll as well.
 """
 
@@ -113,7 +113,7 @@ async def delivered(
 
 
 async def wait_for_stop(folder: RunFolder, poll_s: float = POLL_S) -> StopMarker:
-    """Return the stop marker once the owner has stopped this clone (R14)."""
+    """Return the stop marker once the owner has stopped this clone."""
     async with FileWatch(folder.path, {folder.stop_file.name}, poll_s) as watch:
         while True:
             marker = folder.stop_marker()

@@ -1,9 +1,9 @@
-"""runClone: the program inside a clone (R25).
+"""runClone: the program inside a clone.
 
 It reads the request and the secrets, then goes through the steps, each announced by progress
 lines: target, workspace, hooks, engine, review, save, finish. Whatever happens after the
 workspace exists (done, stopped, stalled, the engine crashing) the work so far is saved before
-the final line is written, and every line passes `redact_secrets` first (R31, R32).
+the final line is written, and every line passes `redact_secrets` first.
 """
 
 from __future__ import annotations
@@ -248,7 +248,7 @@ class CloneRun:
                     'keeps the network ([security] strangers = "open")',
                 )
             if self.plan.mode is Mode.REVIEW:
-                # Fetched with no engine running; the engine works with the network off (R30).
+                # Fetched with no engine running; the engine works with the network off.
                 write_carry(
                     self.folder, Carry(self.plan, self.workspace.base_ref), self.progress_redact
                 )

@@ -1,4 +1,4 @@
-"""Progress lines written from inside the clone, each passed through redaction first (R16, R32).
+"""Progress lines written from inside the clone, each passed through redaction first.
 
 The ask server and the run program are separate processes appending to one progress file;
 whole-line appends under the file's lock keep their lines apart, and the same lock makes
@@ -130,7 +130,7 @@ class ProgressWriter:
         return self.write(ProgressLine(step=step, kind=ProgressKind.ERROR, text=text))
 
     def final(self, outcome: Outcome, pr_url: str | None, report: str) -> ProgressLine:
-        """The final line: the clone's outcome and report (R16); nothing follows it."""
+        """The final line: the clone's outcome and report; nothing follows it."""
         return self.write(
             ProgressLine(
                 step=Step.FINISH,

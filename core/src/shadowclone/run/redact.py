@@ -1,4 +1,4 @@
-"""`redact_secrets` (R32): nothing the clone reports may carry a secret out of the container.
+"""`redact_secrets`: nothing the clone reports may carry a secret out of the container.
 
 Two kinds of thing are replaced by `MARKER`:
 

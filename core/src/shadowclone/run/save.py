@@ -1,4 +1,4 @@
-"""Save (R31): commit what is left, push the clone's branch, open or update the pull request.
+"""Save: commit what is left, push the clone's branch, open or update the pull request.
 
 It runs on every ending, done or not, so no work is lost; only a clone that finished its work
 opens a pull request. A review pushes nothing and leaves its report as a comment.

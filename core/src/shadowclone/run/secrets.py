@@ -1,8 +1,8 @@
-"""The secrets file, read inside the clone only (R7): the host never opens it.
+"""The secrets file, read inside the clone only: the host never opens it.
 
 The run program reads it once, gives the engine the values its login needs (as variables or
 as files in the engine's private state folder), keeps the GitHub token for its own git and API
-calls, and masks every value in everything it writes (R32).
+calls, and masks every value in everything it writes.
 """
 
 from __future__ import annotations

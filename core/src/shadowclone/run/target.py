@@ -1,4 +1,4 @@
-"""Target resolution (R26): what the clone works on, and how.
+"""Target resolution: what the clone works on, and how.
 
 An issue becomes work on a new branch `shadowclone/N-short-title`. A pull request the owner
 wrote in this repository is continued on its own branch. Any other pull request is only

@@ -1,4 +1,4 @@
-"""The workspace: the repository checked out over HTTPS as the owner (R25, R27, R31).
+"""The workspace: the repository checked out over HTTPS as the owner.
 
 Two git directories serve one work tree. The engine works in the workspace's own `.git`,
 which it may change at will: its config, hooks and attributes' filters are the engine's. The
@@ -207,7 +207,7 @@ def prepare(
     identity: EngineIdentity | None = None,
 ) -> Workspace:
     """Clone the repository, set the owner's identity, check out the clone's branch, install
-    the pre-push hook (R27), and copy the fresh git directory to the run program's `private`
+    the pre-push hook, and copy the fresh git directory to the run program's `private`
     folder (default: `private` beside the workspace)."""
     identity = identity or EngineIdentity()
     private = private or path.parent / "private"

@@ -1,4 +1,4 @@
-"""serve.lock: one serve per machine (R18), and which process that is."""
+"""serve.lock: one serve per machine, and which process that is."""
 
 from __future__ import annotations
 

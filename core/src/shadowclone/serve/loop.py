@@ -2,9 +2,9 @@
 
 Who writes what: `start` writes request.json (after the active marker), the clone appends
 progress lines, the owner's `send` and `answer` append to the inbox, `stop` writes the stop
-marker, and serve alone writes record.json (R18) and appends to deliveries.jsonl, the only
+marker, and serve alone writes record.json and appends to deliveries.jsonl, the only
 inbox the clone reads. The deliveries file is itself the record of what was delivered, so a
-restart of serve, however abrupt, neither drops nor repeats a line (R21).
+restart of serve, however abrupt, neither drops nor repeats a line.
 
 serve sleeps on filesystem events for the clones folder (watchfiles, in a thread of its own),
 wakes a few times a second to check its timers and asks the launcher how its clones are doing
@@ -226,7 +226,7 @@ class Server:
 
     def recover(self) -> None:
         """At start: take up every active clone, and settle with the launcher what happened
-        while no serve ran (R22)."""
+        while no serve ran."""
         try:
             files.make_folder(self.paths.active_dir)
         except MalformedFile as error:
@@ -406,7 +406,7 @@ class Server:
         self.write(clone, records.fold_progress(clone.record, lines, clone.asked))
 
     def deliver(self, clone: Clone) -> None:
-        """Copy each inbox line the clone has not had to its deliveries, once (R21)."""
+        """Copy each inbox line the clone has not had to its deliveries, once."""
         seen, _, clone.deliveries_offset = clone.folder.deliveries(clone.deliveries_offset)
         clone.delivered.update(line.id for line in seen)
         lines, _, clone.inbox_offset = clone.folder.inbox(clone.inbox_offset)
@@ -461,7 +461,7 @@ class Server:
 
     def launch_queued(self) -> None:
         """Queued clones start in request order, at most `parallel_clones` at once, and one at
-        a time per login that allows only one (R19)."""
+        a time per login that allows only one."""
         running = [c for c in self.clones.values() if c.launched]
         queued = sorted(
             (c for c in self.clones.values() if c.record.state is State.QUEUED),
@@ -475,7 +475,7 @@ class Server:
                 continue
             with self.guard(clone.id):
                 if clone.folder.stop_marker() is not None:
-                    self.sync(clone)  # stopped in the queue: never starts (R14)
+                    self.sync(clone)  # stopped in the queue: never starts
                     continue
                 self.launch(clone)
             if clone.launched:
@@ -554,7 +554,7 @@ class Server:
     # ------------------------------------------------------------------ endings
 
     def finish(self, clone: Clone, status: CloneStatus) -> None:
-        """The launcher says the clone exited: record how (R20), then let it go; or, if it
+        """The launcher says the clone exited: record how, then let it go; or, if it
         handed its work on to a next phase, launch that."""
         self.read_progress(clone)
         if clone.final_at is None and self.hand_on(clone, status):
@@ -572,7 +572,7 @@ class Server:
         self._forget(clone)
 
     def hand_on(self, clone: Clone, status: CloneStatus) -> bool:
-        """Launch the next phase a clone asked for in its handoff file (R30); False if there is
+        """Launch the next phase a clone asked for in its handoff file; False if there is
         none to launch. The new phase deletes the file when it starts, so a serve that crashed
         in between finds it again and launches the phase then."""
         try:
@@ -632,7 +632,7 @@ class Server:
         self._release(folder.id)
 
     def write(self, clone: Clone, record: Record) -> None:
-        """Write the record if it changed (serve alone writes it, R18)."""
+        """Write the record if it changed (serve alone writes it)."""
         if attrs.evolve(record, updated_at=clone.record.updated_at) == clone.record:
             return
         clone.record = records.scrubbed(attrs.evolve(record, updated_at=self.clock()))
@@ -679,7 +679,7 @@ def serve_clones(
     settings: ServeSettings | None = None,
     ready: threading.Event | None = None,
 ) -> None:
-    """Run clones until `stop_event` is set (the spec's serveClones, R18-R22).
+    """Run clones until `stop_event` is set (serveClones).
 
     Holds serve.lock for its whole life: a second serve raises `Refused` naming the process
     that holds it. The launcher is the config's, from `registry`, unless one is given. `ready`

@@ -1,7 +1,7 @@
 """How serve turns what it sees (progress lines, a launcher's report) into a clone's record.
 
-Pure functions of the old record and the new facts, so the rules of R14, R18 and R20 can be
-read, and tested, in one place.
+Pure functions of the old record and the new facts, so the rules of stops, the record's
+one writer and endings can be read, and tested, in one place.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def fold_progress(
 
 
 def ended(record: Record, status: CloneStatus, stop_requested: bool, at: datetime) -> Record:
-    """The record of a clone its launcher reports exited (R20): the final line's outcome if it
+    """The record of a clone its launcher reports exited: the final line's outcome if it
     wrote one, else `failed` with its last output, or `stopped` if the owner stopped it."""
     if record.outcome is not None:
         state = ENDED_BY[record.outcome]
@@ -137,7 +137,7 @@ def failed(record: Record, reason: str, at: datetime, output_tail: str = "") -> 
 
 
 def stopped_in_queue(record: Record, at: datetime) -> Record:
-    """A queued clone with a stop marker never starts (R14)."""
+    """A queued clone with a stop marker never starts."""
     return attrs.evolve(
         record,
         state=State.STOPPED,

@@ -1,4 +1,4 @@
-"""The service (R23): `serve` run by the owner's init system, started at login and restarted when
+"""The service: `serve` run by the owner's init system, started at login and restarted when
 it fails. A systemd user unit on Linux, a launchd agent on macOS.
 
 The unit and plist texts are pure functions of the command, the environment and the paths. The
@@ -8,7 +8,7 @@ the init system by `sys.platform` (or the `platform` given) and offers `install`
 `status`, each returning a `ServiceResult`.
 
 Stopping the service stops `serve` only: clones keep running and the next `serve` takes them up
-(R22). So systemd gets `KillMode=process` and launchd `AbandonProcessGroup`; without them, the
+. So systemd gets `KillMode=process` and launchd `AbandonProcessGroup`; without them, the
 clones that the fake launcher runs as child processes would be killed along with `serve`.
 
 A systemd user service runs while its user has a session. For serve to run after logout and from

@@ -1,10 +1,10 @@
-"""setup (R34-R36): prepare one repository on this machine, without ever reading a secret.
+"""setup: prepare one repository on this machine, without ever reading a secret.
 
 Setup checks the machine (config, engine and login, launcher, the secrets file's presence, mode
 and owner), then runs a check clone through the launcher with the same mounts as a real clone:
 inside, the run program reads the secrets and asks GitHub for the repository's visibility,
 default branch and the owner's push permission. Setup changes nothing on GitHub. From what the
-check clone reports it refuses what must be refused (R35), or writes the setup record.
+check clone reports it refuses what must be refused, or writes the setup record.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class SetupSummary:
     record: SetupRecord | None = None
     next_steps: tuple[str, ...] = ()
     refused: bool = False
-    """A rule refused the repository (R35), rather than something to fix on this machine."""
+    """A rule refused the repository, rather than something to fix on this machine."""
 
     @property
     def ok(self) -> bool:

@@ -1,4 +1,4 @@
-"""The secrets file on the host (R7): created as an empty template, checked by its mode and
+"""The secrets file on the host: created as an empty template, checked by its mode and
 owner, never opened for reading. Only clones read it, through a read-only mount."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ One `claude` process serves a whole clone: each user line on its stdin starts a 
 `result` line on its stdout ends one. A message from the owner during a turn must interrupt it
 (a plain user line would only be folded into the running turn at its next tool call), so the
 driver sends the `interrupt` control request, waits for that turn's `result`, and then writes the
-message as the next user turn of the same session (PROTOCOLS.md A5). Messages that arrive
+message as the next user turn of the same session (docs/engines.md). Messages that arrive
 meanwhile are queued and go out together; none is dropped.
 """
 

@@ -1,7 +1,7 @@
 """Claude Code's stream-json output turned into the engine events of `shadowclone.plugin`.
 
 Pure functions of the lines, so recorded transcripts can test them. The shapes are those of
-Claude Code 2.1.332 (PROTOCOLS.md A3): one `assistant` line per content block, a `result` line
+Claude Code 2.1.332 (docs/engines.md): one `assistant` line per content block, a `result` line
 that ends each turn (an interrupted one has subtype `error_during_execution`, a
 `terminal_reason` of `aborted_*` and no `result` key), many other line types that are ignored.
 """

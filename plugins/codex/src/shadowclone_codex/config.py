@@ -1,6 +1,6 @@
 """The private CODEX_HOME of one clone: its `config.toml`, its login, the engine's environment.
 
-Codex reads its settings from `$CODEX_HOME/config.toml` (PROTOCOLS.md B6). The driver writes a
+Codex reads its settings from `$CODEX_HOME/config.toml` (docs/engines.md). The driver writes a
 fresh one for every session, from the task alone: the model provider (from the variables the
 login's secret provider gave, `OPENAI_API_KEY` and, behind a gateway or in the tests,
 `OPENAI_BASE_URL`), no approvals and no sandbox (the container is the sandbox), and the
@@ -105,7 +105,7 @@ def config_data(task: EngineTask) -> dict[str, Any]:
             ASK_SERVER: {
                 **where,
                 # Without it the first model request can go out before the server is up, and
-                # the model would not see the ask tool (PROTOCOLS.md B6).
+                # the model would not see the ask tool (docs/engines.md).
                 "required": True,
                 "startup_timeout_sec": MCP_STARTUP_TIMEOUT_S,
                 "tool_timeout_sec": task.limits.ask_timeout_s + TOOL_TIMEOUT_MARGIN_S,
@@ -125,7 +125,7 @@ def prepare_home(task: EngineTask) -> Path:
     program left in the state folder into it; return the folder.
 
     The login is moved, not copied: its tokens rotate, and two copies would race on the refresh
-    (PROTOCOLS.md B8).
+    (docs/engines.md).
     """
     home = codex_home(task)
     home.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """The Codex driver: `codex app-server` over JSON-RPC, steered with `turn/steer`.
 
 One app-server process serves a whole clone: the driver opens one thread in the workspace and
-runs turns in it (PROTOCOLS.md B1-B4). A message from the owner while a tool runs (a shell
+runs turns in it (docs/engines.md). A message from the owner while a tool runs (a shell
 command, an open question through the ask tool) interrupts the turn and starts the next one with
 the message: Codex shows a steered message to the model only once the running tool ends, which
 for a long command or a question may take many minutes. Otherwise a message during a turn is

@@ -2,7 +2,7 @@
 the driver answers when it asks.
 
 Pure functions of the messages, so recorded transcripts can test them. The shapes are those of
-Codex 0.171.0 as its `app-server generate-json-schema` prints them (PROTOCOLS.md B3, B4): items
+Codex 0.171.0 as its `app-server generate-json-schema` prints them (docs/engines.md): items
 have an `item/started` and, mostly, an `item/completed` (a steer or an interrupt can orphan an
 item, so turns are driven by `turn/completed` alone); token usage comes as running totals for the
 thread; many other notifications are ignored.

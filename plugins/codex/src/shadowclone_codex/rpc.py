@@ -1,6 +1,6 @@
 """The client side of JSON-RPC 2.0 over the app-server's stdin, one JSON object per line.
 
-Codex leaves `"jsonrpc"` out of what it writes and accepts it on input (PROTOCOLS.md B1). The
+Codex leaves `"jsonrpc"` out of what it writes and accepts it on input (docs/engines.md). The
 driver's reader hands every response it reads to `Rpc.resolve`; requests from Codex are answered
 with `respond` or `refuse`.
 """

@@ -1,4 +1,4 @@
-"""The Docker launcher: clones run in containers of the clone image (R24)."""
+"""The Docker launcher: clones run in containers of the clone image."""
 
 from __future__ import annotations
 

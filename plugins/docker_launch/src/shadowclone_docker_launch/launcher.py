@@ -1,4 +1,4 @@
-"""The Docker launcher (R24): each clone runs in a container of the clone image.
+"""The Docker launcher: each clone runs in a container of the clone image.
 
 A clone's container is named `shadowclone-<clone id>` and labelled with the clone id and the
 clones folder it belongs to (its scope), so a launcher made after a restart of serve finds it

@@ -1,4 +1,4 @@
-"""The egress proxy of a network-off clone (R30): forwards only to the model provider's API.
+"""The egress proxy of a network-off clone: forwards only to the model provider's API.
 
 A network-off clone has no network but loopback. This proxy runs in a container of its own on
 Docker's default bridge and listens on a Unix socket in a volume it shares with the clone; a

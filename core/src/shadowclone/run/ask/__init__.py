@@ -1,4 +1,4 @@
-"""The `shadowclone_ask` MCP server, through which the engine asks the owner a question (R29).
+"""The `shadowclone_ask` MCP server, through which the engine asks the owner a question.
 
 This module only builds the command that starts the server; the server itself (`server.py`)
 imports the MCP SDK, so it is loaded only in the server's own process.

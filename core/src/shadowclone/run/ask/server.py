@@ -3,7 +3,7 @@
 A call writes a question progress line (so the clone shows as waiting), waits for the owner's
 answer among the delivered inbox lines, writes the answer line and returns the choice. After
 the wait limit the recommended option is taken, the answer line says a timeout chose, and the
-model is told to skip every destructive step (R29).
+model is told to skip every destructive step.
 
 stdout is the MCP channel: everything else goes to stderr through `logging`.
 """

@@ -1,4 +1,4 @@
-"""superviseEngine: run one engine session to its end, whatever happens (R16, R28).
+"""superviseEngine: run one engine session to its end, whatever happens.
 
 It writes each engine event as a progress line, hands each delivered owner's message to the
 session once, and ends in one clear outcome: the engine finished (done), the owner stopped the

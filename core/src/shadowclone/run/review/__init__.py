@@ -1,4 +1,4 @@
-"""The built-in review stages, which run inside the clone after the engine (R30)."""
+"""The built-in review stages, which run inside the clone after the engine."""
 
 from __future__ import annotations
 
