@@ -18,12 +18,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import hashlib
 import json
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -33,6 +31,7 @@ from typing import Any
 import filelock
 import httpx2
 
+from shadowclone.node import files
 from shadowclone.proxy.credentials import PLACEHOLDER_PREFIX, LoginError
 
 log = logging.getLogger(__name__)
@@ -197,20 +196,9 @@ class ChatgptCredential:
         return True
 
     def _save_state(self) -> None:
-        if self._state is None:
-            return
-        data = json.dumps({"origin": self._origin, "auth": self._auth}, indent=2)
-        descriptor, temporary = tempfile.mkstemp(prefix=".state-", dir=self._state.parent)
-        try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, self._state)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-            raise
+        if self._state is not None:
+            data = json.dumps({"origin": self._origin, "auth": self._auth}, indent=2)
+            files.write_atomic(self._state, data.encode(), mode=0o600)
 
     async def headers(self) -> Mapping[str, str]:
         expires = _claims(self._access).get("exp")
