@@ -8,8 +8,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 from shadowclone.node import files, schemas
 from shadowclone.node.runfolder import RunFolder
@@ -23,6 +25,7 @@ from shadowclone.node.schemas import (
     Step,
 )
 from shadowclone.run.ask import SERVER_NAME, TOOL_NAME, ask_command
+from shadowclone.run.ask.http import AskService
 from shadowclone.run.progress import AskRelay, ProgressWriter
 from shadowclone.run.redact import Redactor
 
@@ -199,3 +202,30 @@ async def test_a_call_the_engine_abandons_is_settled_as_withdrawn(folder: RunFol
                 await asyncio.sleep(0.05)
     [settled] = lines_of(folder, ProgressKind.ANSWER)
     assert settled.answer == Answer("q1", "", ChosenBy.WITHDRAWN)
+
+
+async def test_an_engine_connecting_before_the_http_server_serves_is_answered(
+    folder: RunFolder,
+) -> None:
+    """The run program hands the engine the URL as soon as the port listens; the engine's
+    connection waits for the server to import and serve, and a request without the clone's
+    token is refused."""
+    service = AskService(folder, Redactor(()), timeout_s=5)
+    url = service.listen()
+    try:
+        async with httpx2.AsyncClient(headers=service.headers, timeout=BOUND_S) as http:
+            connecting = asyncio.create_task(_tool_names(url, http))
+            await asyncio.sleep(0.2)  # the engine's first request now waits in the backlog
+            assert not connecting.done()
+            await service.start()
+            assert await asyncio.wait_for(connecting, BOUND_S) == [TOOL_NAME]
+        async with httpx2.AsyncClient(timeout=BOUND_S) as stranger:
+            refused = await stranger.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert refused.status_code == 401
+    finally:
+        await service.close()
+
+
+async def _tool_names(url: str, http: httpx2.AsyncClient) -> list[str]:
+    async with Client(streamable_http_client(url, http_client=http)) as client:
+        return [tool.name for tool in (await client.list_tools()).tools]

@@ -3,10 +3,15 @@ opens and updates, its comments, the requests it makes and the one-line errors i
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from shadowclone.errors import BadInput, Refused, ShadowcloneError
 from shadowclone.fakes.github import FakeGitHub
 from shadowclone.run.github import GithubClient, User, link_issue
@@ -28,9 +33,7 @@ def gh(tmp_path: Path) -> Iterator[FakeGitHub]:
 
 
 def client(gh: FakeGitHub, token: str = "ghp_octo") -> GithubClient:
-    return GithubClient(
-        token, api_url=gh.api_url, seconds_between_requests=0, seconds_between_writes=0
-    )
+    return GithubClient(token, api_url=gh.api_url, seconds_between_writes=0)
 
 
 def test_facts_about_the_token_user_and_the_repository(gh: FakeGitHub) -> None:
@@ -224,3 +227,82 @@ def test_an_unreachable_github_is_one_line(gh: FakeGitHub) -> None:
 )
 def test_link_issue(body: str, linked: str) -> None:
     assert link_issue(body, 3) == linked
+
+
+class _Scripted(http.server.BaseHTTPRequestHandler):
+    """Answers every request with the status and body the test put on the server."""
+
+    def do_GET(self) -> None:
+        status, body = self.server.answer  # type: ignore[attr-defined]
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_PATCH = do_GET
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Iterator[http.server.ThreadingHTTPServer]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+FIELDS = ["login", "name", "title", "body", "user", "number", "head", "base", "permissions"]
+ANSWERS = st.one_of(
+    JSON.map(lambda value: json.dumps(value).encode()),
+    st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=6).map(
+        lambda value: json.dumps(value).encode()
+    ),
+    st.binary(max_size=40),
+)
+CALLS: list[Callable[[GithubClient], object]] = [
+    lambda github: github.token_user(),
+    lambda github: github.repository(REPO),
+    lambda github: github.issue(REPO, 1),
+    lambda github: github.pull_request(REPO, 1),
+    lambda github: github.find_open_pull_request(REPO, "branch"),
+    lambda github: github.open_pull_request(REPO, title="t", body="b", head="h", base="main"),
+    lambda github: github.comment(REPO, 1, "hi"),
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    status=st.sampled_from([200, 201, 204, 301, 304, 400, 401, 403, 404, 409, 422, 500, 502]),
+    body=ANSWERS,
+    call=st.sampled_from(CALLS),
+)
+def test_any_answer_is_a_value_or_one_line(
+    scripted: http.server.ThreadingHTTPServer,
+    status: int,
+    body: bytes,
+    call: Callable[[GithubClient], object],
+) -> None:
+    """Whatever a GitHub answers (any status, any body, any shape), a call returns its value
+    object or raises one ShadowcloneError line: never another exception."""
+    scripted.answer = (status, body)  # type: ignore[attr-defined]
+    host, port = scripted.server_address[:2]
+    with GithubClient(
+        "ghp_x", api_url=f"http://{host!s}:{port}", seconds_between_writes=0
+    ) as github:
+        try:
+            call(github)
+        except ShadowcloneError as error:
+            assert "\n" not in str(error)
+            assert str(error)

@@ -441,16 +441,17 @@ class CloneRun:
         )
 
     async def _ask_server(self) -> tuple[str, dict[str, str]]:
-        """The ask server's URL and headers, once it listens; or nothing, if it could not start
-        (the engine then starts it from `ask_command` itself)."""
+        """The ask server's URL and headers: it listens from the run program's start, and the
+        engine's connection waits for it to serve. Nothing, if it failed to start (the engine
+        then starts it from `ask_command` itself)."""
         if self._ask_ready is None:
             self._ask_ready = asyncio.create_task(self.ask_service.start())
-        try:
-            await asyncio.shield(self._ask_ready)
-        except Exception as error:  # noqa: BLE001 - the stdio server is the way left
-            log.warning("the ask server could not start in-process: %s", error)
+        if self._ask_ready.done() and self._ask_ready.exception() is not None:
+            log.warning(
+                "the ask server could not start in-process: %s", self._ask_ready.exception()
+            )
             return "", {}
-        return self.ask_service.url, self.ask_service.headers
+        return self.ask_service.listen(), self.ask_service.headers
 
     async def _engine(self, prompt: str) -> EngineResult:
         assert self.plan is not None

@@ -267,7 +267,16 @@ def _make_private(private: Path, engine_git_dir: Path) -> None:
         shutil.rmtree(private)
     private.mkdir(mode=0o700)
     os.chmod(private, 0o700)
-    shutil.copytree(engine_git_dir, private / PRIVATE_GIT, symlinks=True)
+    # One process copies it: a copy in Python takes the GIL back for every file, while the
+    # ask server's import holds it on the way to the engine's start.
+    copied = subprocess.run(
+        ["cp", "-a", "--", str(engine_git_dir), str(private / PRIVATE_GIT)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if copied.returncode != 0:
+        raise GitError(f"could not copy the fresh git directory: {copied.stderr.strip()}")
     trust_work_tree(private / GIT_CONFIG, engine_git_dir.parent)
 
 

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 PATH = "/mcp"
 START_TIMEOUT_S = 30.0
+BACKLOG = 64
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -67,39 +68,61 @@ class AskService:
         self.url = ""
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
+        self._listener: socket.socket | None = None
 
     @property
     def headers(self) -> dict[str, str]:
         """What an MCP client sends with every request."""
         return {"Authorization": f"Bearer {self.token}"}
 
+    def listen(self) -> str:
+        """Bind a free loopback port and listen on it, at once, and say its URL. An engine
+        given the URL may connect before the server answers: its connection waits in the
+        listen queue while `start` imports the MCP SDK (a third of a second of the run
+        program's start, which the engine's own start then overlaps)."""
+        if self._listener is None:
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(BACKLOG)
+            self._listener = listener
+            self.url = f"http://127.0.0.1:{listener.getsockname()[1]}{PATH}"
+        return self.url
+
     async def start(self) -> None:
-        """Import the MCP SDK and uvicorn (in a thread: the run program's own steps go on),
-        bind a free port and serve until `close`."""
+        """Import the MCP SDK and uvicorn (in a thread: the run program's own steps go on)
+        and serve on the listening socket until `close`."""
+        self.listen()
+        try:
+            await self._serve()
+        except BaseException:
+            # An engine already given the URL is refused at once, not left waiting.
+            if self._listener is not None:
+                self._listener.close()
+            raise
+        log.info("the ask server serves %s", self.url)
+
+    async def _serve(self) -> None:
+        assert self._listener is not None
         server_module, uvicorn = await asyncio.to_thread(_import)
         mcp = server_module.build_server(self.folder, self.redact, self.timeout_s)
         app = mcp.streamable_http_app(streamable_http_path=PATH, stateless_http=True)
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", 0))
-        port = listener.getsockname()[1]
         config = uvicorn.Config(
             _guarded(app, self.token),
             log_level="warning",
             lifespan="on",
             access_log=False,
             timeout_graceful_shutdown=1,
+            backlog=BACKLOG,
         )
         self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[listener]))
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._listener]))
         async with asyncio.timeout(START_TIMEOUT_S):
             while not self._server.started:
                 if self._task.done():
                     self._task.result()  # its error
                     raise RuntimeError("the ask server stopped as it started")
                 await asyncio.sleep(0.005)
-        self.url = f"http://127.0.0.1:{port}{PATH}"
-        log.info("the ask server listens on %s", self.url)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -107,6 +130,8 @@ class AskService:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(self._task, 5)
+        if self._listener is not None:
+            self._listener.close()
 
 
 def _import() -> tuple[Any, Any]:
