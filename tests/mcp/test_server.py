@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -58,7 +59,7 @@ sys.exit(main())
 """The server with an audit hook that makes any open of the secrets file (its path the last
 argument) fail the tool call, or the whole server if it happened at start."""
 
-TOOLS = {"start", "list", "get", "send", "answer", "stop"}
+TOOLS = {"start", "list", "get", "follow", "send", "answer", "stop"}
 SECRET = "ghp_" + "Zq7" * 12
 
 
@@ -120,15 +121,18 @@ async def test_the_tools_and_their_input_schemas(home: Paths, tmp_path: Path) ->
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         wrong_type = await client.call_tool("get", {"clone_id": "x", "lines": "many"})
         missing = await client.call_tool("start", {})
-    assert wrong_type.is_error and text_of(wrong_type).startswith("Error executing tool get:")
-    assert "lines" in text_of(wrong_type)
-    assert missing.is_error and "target" in text_of(missing)
+    assert wrong_type.is_error
+    assert text_of(wrong_type) == (
+        "get: lines: Input should be a valid integer, unable to parse string as an integer"
+    )
+    assert missing.is_error and text_of(missing) == "start: target: Field required"
     assert set(tools) == TOOLS
     schemas = {name: tool.input_schema for name, tool in tools.items()}
     assert {name: schema.get("required", []) for name, schema in schemas.items()} == {
         "start": ["target"],
         "list": [],
         "get": ["clone_id"],
+        "follow": ["clone_id"],
         "send": ["clone_id", "text"],
         "answer": ["clone_id", "question_id", "choice"],
         "stop": ["clone_id"],
@@ -149,6 +153,9 @@ async def test_the_tools_and_their_input_schemas(home: Paths, tmp_path: Path) ->
         ("list", "limit"): ("integer", 30),
         ("get", "clone_id"): ("string", None),
         ("get", "lines"): ("integer", 20),
+        ("follow", "clone_id"): ("string", None),
+        ("follow", "timeout_s"): ("number", 600.0),
+        ("follow", "lines"): ("integer", 20),
         ("send", "clone_id"): ("string", None),
         ("send", "text"): ("string", None),
         ("answer", "clone_id"): ("string", None),
@@ -161,7 +168,9 @@ async def test_the_tools_and_their_input_schemas(home: Paths, tmp_path: Path) ->
         assert all(spec.get("description") for spec in schemas[name]["properties"].values())
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
         assert tool.annotations is not None
-        assert tool.annotations.read_only_hint is (name in ("list", "get")), name
+        assert tool.annotations.read_only_hint is (name in ("list", "get", "follow")), name
+    [engine_choice, _] = schemas["start"]["properties"]["engine"]["anyOf"]
+    assert engine_choice["enum"] == ["claude", "codex", "scripted"]
     assert "question_id" in (tools["answer"].description or "")
     assert "`get`" in str(schemas["answer"]["properties"]["question_id"]["description"])
     assert tools["stop"].annotations is not None and tools["stop"].annotations.destructive_hint
@@ -302,14 +311,11 @@ async def test_start_refusals_are_the_clis_lines(home: Paths, tmp_path: Path, cl
         line = await refused(client, cli, "start", {"target": "acme/app#2"}, "start", "acme/app#2")
         assert line.endswith("now at version 2; run `shadowclone setup acme/app` again")
 
-        line = await refused(
-            client,
-            cli,
-            "start",
-            {"target": "acme/app#2", "engine": "nope"},
-            *("start", "acme/app#2", "--engine", "nope"),
+        # An engine is a choice of the installed ones, checked by the tool's schema.
+        unknown = await client.call_tool("start", {"target": "acme/app#2", "engine": "nope"})
+        assert unknown.is_error and text_of(unknown) == (
+            "start: engine: Input should be 'claude', 'codex' or 'scripted'"
         )
-        assert line == f"engine 'nope': no [providers.nope] table in {home.config_file}"
 
 
 async def test_unknown_and_ended_clones_are_the_clis_lines(
@@ -401,3 +407,53 @@ async def test_hostile_run_folder_files_are_the_clis_lines(
                 with contextlib.suppress(OSError):
                     (home.active_dir / clone_id).unlink()
         assert (await call(client, "get", clone_id=healthy))["id"] == healthy
+
+
+async def test_follow_tells_each_line_and_returns_when_the_clone_asks_or_ends(
+    home: Paths, tmp_path: Path, cli: Cli
+) -> None:
+    """`follow` waits without polling by the assistant: each new progress line is a progress
+    notification (a secret-shaped token in it is scrubbed), and the call returns the clone as
+    soon as it asks a question, or at once when it has ended."""
+    set_up(home)
+    told: list[str] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        told.append(message or "")
+
+    async with connected(tmp_path) as client:
+        clone_id = (await call(client, "start", target="acme/app#3"))["id"]
+        folder = RunFolder(home.clones_dir / clone_id)
+        folder.write_record(Record(id=clone_id, state=State.RUNNING))
+
+        async def clone_works() -> None:
+            for text in ("cloned acme/app", f"token {SECRET} seen", "writing the tests"):
+                await anyio.sleep(0.3)
+                folder.append_progress(ProgressLine(Step.ENGINE, ProgressKind.TEXT, text))
+            await anyio.sleep(0.3)
+            ask(home, clone_id)
+
+        async with anyio.create_task_group() as clone:
+            clone.start_soon(clone_works)
+            result = await client.call_tool(
+                "follow", {"clone_id": clone_id, "lines": 2}, progress_callback=progress
+            )
+        assert not result.is_error, text_of(result)
+        followed = result.structured_content
+        assert followed is not None and followed["state"] == "waiting"
+        assert followed["question"]["id"] == "q1"
+        assert len(followed["last_progress"]) == 2
+        assert told[:3] == ["cloned acme/app", "token [redacted] seen", "writing the tests"]
+        assert SECRET not in json.dumps(told)
+
+        folder.write_record(Record(id=clone_id, state=State.DONE))
+        ended = await call(client, "follow", clone_id=clone_id, timeout_s=600)
+        assert ended["state"] == "done"
+
+        quiet = (await call(client, "start", target="acme/app#4"))["id"]
+        assert (await call(client, "follow", clone_id=quiet, timeout_s=0.5))["state"] == "queued"
+
+        line = await refused(client, cli, "follow", {"clone_id": "nope"}, "get", "nope")
+        assert line == "no clone 'nope'; `shadowclone list` shows the clones"
+        too_long = await client.call_tool("follow", {"clone_id": quiet, "timeout_s": 7200})
+        assert text_of(too_long) == "follow: timeout_s: Input should be less than or equal to 3600"

@@ -1,11 +1,12 @@
-"""The `shadowclone` MCP server (stdio): start, list, get, send, answer and stop as tools.
+"""The `shadowclone` MCP server (stdio): start, list, get, follow, send, answer and stop.
 
 As thin as the CLI: each call loads the config and makes the node afresh (`local_node()`), so an
 edited config counts from the next call and no state lives in the server. A result is the data
 `--json` prints, as structured content and as the same JSON text. A `ShadowcloneError` becomes a
 tool error whose whole text is the CLI's line without its `shadowclone: ` prefix (the tools build
 their own results because the SDK would put `Error executing tool NAME: ` before a `ToolError`'s
-text). Anything else is a bug, which the SDK reports as a bare tool error and logs with its
+text), and arguments that miss the input schema are one line naming the argument. Anything
+else is a bug, which the SDK reports as a bare tool error and logs with its
 traceback.
 
 stdout is the MCP channel: logging goes to stderr.
@@ -17,30 +18,40 @@ import json
 import logging
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from shadowclone import __version__
-from shadowclone.config import Paths
+from shadowclone.config import Paths, load_config
 from shadowclone.errors import ShadowcloneError
 from shadowclone.mcp import SERVER_NAME
-from shadowclone.node.local import DEFAULT_LIST_LIMIT, LocalNode, local_node
-from shadowclone.node.schemas import CONVERTER
+from shadowclone.mcp.shapes import listing_shape, typed_dict
+from shadowclone.node.local import DEFAULT_LIST_LIMIT, CloneView, LocalNode, local_node
+from shadowclone.node.schemas import CONVERTER, InboxLine, State
+from shadowclone.serve.records import scrubbed_line
 
 log = logging.getLogger(__name__)
 
-Result = Annotated[CallToolResult, dict[str, Any]]
-"""A tool's result: built by the tool, with the output schema of a JSON object."""
+# Each tool's result is built by the tool (see on_node), with the output schema of the data.
+CloneResult = Annotated[CallToolResult, typed_dict(CloneView)]
+ListResult = Annotated[CallToolResult, listing_shape(CloneView)]
+InboxResult = Annotated[CallToolResult, typed_dict(InboxLine)]
+
+FOLLOW_LIMIT_S = 3600.0
+FOLLOW_POLL_S = 1.0
 
 INSTRUCTIONS = """\
 shadowclone runs clones on the owner's machine: Claude Code or Codex working as the owner, in a \
 container, on one GitHub issue or pull request, ending with a pull request and a report. \
 `start` queues a clone and returns its id; the owner's `shadowclone serve` runs it. `get` shows \
-where a clone is: its state, last progress lines, open question and pull request. A clone in \
-state `waiting` has asked the owner a question: put it to the owner, then call `answer` with the \
+where a clone is: its state, last progress lines, open question and pull request; `follow` \
+waits, without polling, until the clone asks a question or ends. A clone in state `waiting` \
+has asked the owner a question: put it to the owner, then call `answer` with the \
 question's id from `get`. `send` gives an active clone a message; `stop` ends one. A refusal is \
 one line saying why and what to do (often a command the owner runs, such as `shadowclone setup \
 OWNER/REPO`); tell the owner rather than retrying."""
@@ -91,6 +102,14 @@ where the question's `free_text` is true. Refused: an unknown question, one alre
 or one that expired (the clone took its recommended option). Returns the inbox line written; \
 the clone goes on when it reads it."""
 
+FOLLOW = """\
+Follow a clone until it needs the owner or ends, without polling.
+
+Returns the clone (as `get` does) as soon as it is `waiting` (it has asked the owner a \
+question: answer it, then follow again), has ended (done, failed or stopped), or after \
+`timeout_s` seconds. Meanwhile each new progress line arrives as a progress notification, if \
+the call asked for them (a progress token)."""
+
 STOP = """\
 Stop a clone: a queued one never starts; a running one is stopped, its work saved, and it ends \
 as `stopped`.
@@ -103,34 +122,66 @@ CloneId = Annotated[
 ]
 
 
+class _Server(MCPServer):
+    """Arguments that fail their schema are one line, as the CLI's usage errors are."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            if not isinstance(error.__cause__, ValidationError):
+                raise
+            return CallToolResult(
+                content=[TextContent(type="text", text=_one_line(name, error.__cause__))],
+                is_error=True,
+            )
+
+
+def _one_line(tool: str, error: ValidationError) -> str:
+    problems = []
+    for detail in error.errors():
+        where = ".".join(str(part) for part in detail["loc"]) or "arguments"
+        problems.append(f"{where}: {detail['msg']}")
+    return f"{tool}: " + "; ".join(problems)
+
+
+def _engine_names(paths: Paths | None) -> list[str]:
+    """The installed engines, for `start`'s choice; none known: any name (the node refuses
+    an unknown one in its own line)."""
+    from shadowclone.plugin.manager import load_registry
+    from shadowclone.plugin.types import Family
+
+    try:
+        config, _ = load_config(paths)
+    except ShadowcloneError:  # no config yet: every call says so in the CLI's line
+        return load_registry().names(Family.ENGINE)
+    return load_registry(config.plugins.disabled).names(Family.ENGINE)
+
+
 def build_server(paths: Paths | None = None) -> MCPServer:
     """The server, ready for `run("stdio")`; `paths` as the CLI settles them (None: default)."""
-    server = MCPServer(
+    server = _Server(
         SERVER_NAME, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
+    engines = _engine_names(paths)
 
     def on_node(operation: Callable[[LocalNode], object]) -> CallToolResult:
         try:
             value = operation(local_node(paths))
         except ShadowcloneError as error:
-            log.info("refused: %s", error)
-            return CallToolResult(
-                content=[TextContent(type="text", text=str(error))], is_error=True
-            )
-        data = _plain(value)
-        text = json.dumps(data, indent=2, ensure_ascii=False)
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)], structured_content=data
-        )
+            return _refused(error)
+        return _result(value)
 
-    @server.tool(
-        name="start",
-        title="Start a clone",
-        description=START,
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, idempotent_hint=False
-        ),
-    )
+    # The engine is a choice of the engines installed here, known only now.
+    engine_choice: Any = Literal[tuple(engines)] if engines else str
+    engine_help = "An installed engine" + (f" ({', '.join(engines)})" if engines else "")
+    start_engine: Any = Annotated[
+        engine_choice | None,
+        Field(description=f"{engine_help}; leave it out for the config's engine."),
+    ]
+
     def start(
         target: Annotated[
             str,
@@ -139,16 +190,23 @@ def build_server(paths: Paths | None = None) -> MCPServer:
                 "(https://github.com/owner/repo/issues/N or .../pull/N)."
             ),
         ],
-        engine: Annotated[
-            str | None,
-            Field(description="`claude` or `codex`; leave it out for the config's engine."),
-        ] = None,
+        engine: str | None = None,
         instructions: Annotated[
             str,
             Field(description="Extra instructions from the owner, beside the issue itself."),
         ] = "",
-    ) -> Result:
+    ) -> CloneResult:
         return on_node(lambda node: node.start(target, engine=engine, instructions=instructions))
+
+    start.__annotations__["engine"] = start_engine
+    server.tool(
+        name="start",
+        title="Start a clone",
+        description=START,
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False
+        ),
+    )(start)
 
     @server.tool(
         name="list",
@@ -163,7 +221,7 @@ def build_server(paths: Paths | None = None) -> MCPServer:
         limit: Annotated[
             int, Field(description="How many recent clones to show, besides the active ones.")
         ] = DEFAULT_LIST_LIMIT,
-    ) -> Result:
+    ) -> ListResult:
         def listed(node: LocalNode) -> dict[str, object]:
             listing = node.list(include_all=include_all, limit=limit)
             return {"clones": listing.clones, "problems": listing.problems}
@@ -179,8 +237,36 @@ def build_server(paths: Paths | None = None) -> MCPServer:
     def get(
         clone_id: CloneId,
         lines: Annotated[int, Field(description="How many of the last progress lines.")] = 20,
-    ) -> Result:
+    ) -> CloneResult:
         return on_node(lambda node: node.get(clone_id, lines=lines))
+
+    @server.tool(
+        name="follow",
+        title="Follow a clone",
+        description=FOLLOW,
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    async def follow(
+        clone_id: CloneId,
+        ctx: Context[Any, Any],
+        timeout_s: Annotated[
+            float,
+            Field(
+                description="Return after this many seconds at most, even if nothing happened.",
+                gt=0,
+                le=FOLLOW_LIMIT_S,
+            ),
+        ] = 600.0,
+        lines: Annotated[
+            int, Field(description="How many of the last progress lines to return.", ge=0)
+        ] = 20,
+    ) -> CloneResult:
+        try:
+            node = local_node(paths)
+            view = await _follow(node, clone_id, timeout_s, ctx)
+            return _result(node.get(view.id, lines=lines))
+        except ShadowcloneError as error:
+            return _refused(error)
 
     @server.tool(
         name="send",
@@ -193,7 +279,7 @@ def build_server(paths: Paths | None = None) -> MCPServer:
     def send(
         clone_id: CloneId,
         text: Annotated[str, Field(description="The message, as the owner would write it.")],
-    ) -> Result:
+    ) -> InboxResult:
         return on_node(lambda node: node.send(clone_id, text))
 
     @server.tool(
@@ -216,7 +302,7 @@ def build_server(paths: Paths | None = None) -> MCPServer:
                 "free text only where the question allows it."
             ),
         ],
-    ) -> Result:
+    ) -> InboxResult:
         return on_node(lambda node: node.answer(clone_id, question_id, choice))
 
     @server.tool(
@@ -227,10 +313,51 @@ def build_server(paths: Paths | None = None) -> MCPServer:
             read_only_hint=False, destructive_hint=True, idempotent_hint=True
         ),
     )
-    def stop(clone_id: CloneId) -> Result:
+    def stop(clone_id: CloneId) -> CloneResult:
         return on_node(lambda node: node.stop(clone_id))
 
     return server
+
+
+def _result(value: object) -> CallToolResult:
+    data = _plain(value)
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _refused(error: ShadowcloneError) -> CallToolResult:
+    log.info("refused: %s", error)
+    return CallToolResult(content=[TextContent(type="text", text=str(error))], is_error=True)
+
+
+async def _follow(
+    node: LocalNode, clone_id: str, timeout_s: float, ctx: Context[Any, Any]
+) -> CloneView:
+    """Wait for the clone to need the owner or end, telling each new progress line on the way;
+    the run folder's changes wake it (a second at most between looks)."""
+    from watchfiles import awatch
+
+    folder = node.resolve(clone_id)
+    _, _, offset = folder.progress()
+    told = 0
+    if _settled(node.get(clone_id, lines=0)):
+        return node.get(clone_id, lines=0)
+    with anyio.move_on_after(timeout_s):
+        async for _changes in awatch(
+            folder.path, rust_timeout=int(FOLLOW_POLL_S * 1000), yield_on_timeout=True, debounce=50
+        ):
+            new, _, offset = folder.progress(offset)
+            for line in new:
+                told += 1
+                await ctx.report_progress(told, message=scrubbed_line(line).text)
+            if _settled(view := node.get(clone_id, lines=0)):
+                return view
+    return node.get(clone_id, lines=0)
+
+
+def _settled(view: CloneView) -> bool:
+    """The clone needs the owner (a question) or has ended."""
+    return view.state is State.WAITING or not view.state.active
 
 
 def _plain(value: object) -> Any:
