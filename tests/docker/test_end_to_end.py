@@ -18,7 +18,15 @@ import pytest
 from shadowclone.config import HOME_VARIABLE, Paths, default_paths, init_config, set_value
 from shadowclone.fakes.chatgpt import TOKEN_PATH, FakeChatgptLogin
 from shadowclone.fakes.github import FakeGitHub
-from shadowclone.fakes.models import FakeModelServer, Hang, ModelRequest, Reply, Shell, Text
+from shadowclone.fakes.models import (
+    CallTool,
+    FakeModelServer,
+    Hang,
+    ModelRequest,
+    Reply,
+    Shell,
+    Text,
+)
 from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
@@ -224,6 +232,39 @@ def test_a_clone_in_a_container_opens_a_pull_request_and_hears_a_message_mid_run
         assert all("x-api-key" not in r.headers for r in requests)
     else:
         assert all(r.headers.get("authorization") == f"Bearer {OPENAI_KEY}" for r in requests)
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_the_engines_first_request_already_offers_the_ask_tool(world: World, engine: str) -> None:
+    """The ask server starts serving beside the engine's own start (its import is not on the
+    way to it): the engine's first connection waits for it, so the model's very first reply can
+    ask the owner, who answers, and the clone goes on with the answer."""
+    world.use(engine)
+    number = world.issue("Pick a greeting")
+    script(
+        world.model,
+        CallTool(
+            "shadowclone_ask",
+            "ask",
+            {
+                "question": "Formal or friendly?",
+                "options": ["formal", "friendly"],
+                "recommended": "formal",
+            },
+        ),
+        Shell("echo hi friend > GREETING.md"),
+        Text("Wrote a friendly greeting."),
+    )
+    with serving(world.node, SETTINGS):
+        clone_id = world.node.start(f"owner/app#{number}").id
+        question = wait_for(lambda: world.node.get(clone_id).question, "the clone's question")
+        assert question.text == "Formal or friendly?"
+        world.node.answer(clone_id, question.id, "friendly")
+        record = world.ended(clone_id)
+    assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), world.steps(clone_id)
+    first = world.model.model_requests()[0]
+    assert any("shadowclone_ask" in name for name in first.tool_names()), first.tool_names()
+    assert any("friendly" in result for result in world.model.model_requests()[1].tool_results())
 
 
 def test_stop_ends_the_clone_and_its_container(world: World) -> None:

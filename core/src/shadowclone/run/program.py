@@ -137,7 +137,7 @@ class CloneRun:
 
     async def run(self) -> int:
         self._prepare_engine_area()
-        self._ask_ready = asyncio.create_task(self.ask_service.start())
+        self.ask_service.listen()
         self._early_model_proxy()
         watcher = asyncio.create_task(set_on_stop(self.folder, self.stop))
         relay = asyncio.create_task(self.asks.run())
@@ -444,19 +444,26 @@ class CloneRun:
         """The ask server's URL and headers: it listens from the run program's start, and the
         engine's connection waits for it to serve. Nothing, if it failed to start (the engine
         then starts it from `ask_command` itself)."""
+        if self._ask_ready is not None and self._ask_ready.done():
+            failure = None if self._ask_ready.cancelled() else self._ask_ready.exception()
+            if failure is not None:
+                log.warning("the ask server could not start in-process: %s", failure)
+                return "", {}
+        return self.ask_service.listen(), self.ask_service.headers
+
+    def _serve_asks(self) -> None:
+        """Serve the ask server as the engine starts: its import (the MCP SDK, a third of a
+        second of the run program's CPU) then runs beside the engine's own start, not beside
+        the workspace's preparation, and the engine's first connection waits in the listen
+        queue meanwhile."""
         if self._ask_ready is None:
             self._ask_ready = asyncio.create_task(self.ask_service.start())
-        if self._ask_ready.done() and self._ask_ready.exception() is not None:
-            log.warning(
-                "the ask server could not start in-process: %s", self._ask_ready.exception()
-            )
-            return "", {}
-        return self.ask_service.listen(), self.ask_service.headers
 
     async def _engine(self, prompt: str) -> EngineResult:
         assert self.plan is not None
         self.progress.note(Step.ENGINE, f"starting {self.request.engine}")
         task = await self._task(prompt, web_tools=self.plan.mode is not Mode.REVIEW)
+        self._serve_asks()
         session = await self.registry.engine(self.request.engine).factory().launch(task)
         messages = delivered(self.folder, kinds={InboxKind.MESSAGE})
         async with contextlib.aclosing(messages):
@@ -472,11 +479,9 @@ class CloneRun:
         return result
 
     async def _consult(self, prompt: str) -> str:
-        session = (
-            await self.registry.engine(self.request.engine)
-            .factory()
-            .launch(await self._task(prompt, web_tools=False))
-        )
+        task = await self._task(prompt, web_tools=False)
+        self._serve_asks()
+        session = await self.registry.engine(self.request.engine).factory().launch(task)
         result = await supervise_engine(
             session, self.progress, None, self.stop, self.request.stall_timeout_s
         )
