@@ -253,8 +253,9 @@ class FakeLauncher:
         ended = self._exit(folder)
         if ended is not None:
             return ended
+        # A running clone's output is read only once it has ended (serve asks every second).
         if _lock_held(folder / keeper.LOCK_FILE):
-            return CloneStatus(clone_id, CloneState.RUNNING, output_tail=tail(output))
+            return CloneStatus(clone_id, CloneState.RUNNING)
         ended = self._exit(folder)  # the keeper may have written it and gone just now
         if ended is not None:
             return ended
@@ -262,7 +263,7 @@ class FakeLauncher:
         if child is None:
             return CloneStatus(clone_id, CloneState.MISSING)  # never got as far as starting
         if _alive(child["pid"], child["create_time"]):
-            return CloneStatus(clone_id, CloneState.RUNNING, output_tail=tail(output))
+            return CloneStatus(clone_id, CloneState.RUNNING)
         note = "(the fake launcher's keeper died before the clone; its exit code is unknown)"
         return CloneStatus(
             clone_id, CloneState.EXITED, None, "\n".join(filter(None, (tail(output), note)))
