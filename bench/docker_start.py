@@ -37,7 +37,7 @@ from shadowclone.node.schemas import SetupRecord
 from shadowclone.node.setups import write_setup
 from shadowclone.serve.loop import ServeSettings, serve_clones
 
-WAIT_S = 240.0
+WAIT_S = 60.0
 LOGINS = {"claude": "claude-api-key", "codex": "openai-api-key"}
 ENGINES_BIN = Path(__file__).resolve().parents[1] / "tools" / "engines" / "node_modules" / ".bin"
 GOAL = 1.3
@@ -189,9 +189,16 @@ def main(argv: list[str]) -> int:
                     seen = len(model.model_requests())
                     began, began_wall = time.monotonic(), time.time()
                     clone_id = node.start(f"owner/app#{number}").id
-                    model.wait_for_requests(seen + 1, timeout=WAIT_S)
-                    clone_times.append(time.monotonic() - began)
                     folder = RunFolder(paths.clones_dir / clone_id)
+                    try:
+                        model.wait_for_requests(seen + 1, timeout=WAIT_S)
+                    except TimeoutError:
+                        lines, _, _ = folder.progress()
+                        last = "\n".join(f"  {line.text}" for line in lines[-15:])
+                        raise SystemExit(
+                            f"clone {clone_id} never reached the model: {folder.record()}\n{last}"
+                        ) from None
+                    clone_times.append(time.monotonic() - began)
 
                     def ended(folder: RunFolder = folder) -> bool:
                         record = folder.record()
