@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -98,7 +99,15 @@ def test_an_issue_becomes_a_pull_request_and_the_owner_answers(owner: Owner) -> 
     assert pull.pull is not None and pull.pull.head_ref == "shadowclone/1-add-a-greeting"
     greeting = owner.github.read_file("you/app", pull.pull.head_ref, "GREETING.md")
     assert greeting is not None and "formal" in greeting
-    assert "pull request" in owner.cli("get", clone_id).out
+    shown = owner.cli("get", clone_id).out
+    assert "pull request" in shown
+    # The engine's usage so far, summed by serve over every turn (the work, the self-review).
+    assert re.search(
+        r"^usage     \$0\.0000, 0 tokens in, 0 out, [2-9] turns; ran \d+ s$", shown, re.M
+    )
+    seen = json.loads(owner.cli("get", clone_id, "--json").out)
+    assert seen["usage"] == {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    assert seen["turns"] >= 2
 
 
 def test_a_message_reaches_the_engine_and_a_stop_mid_run_keeps_the_work(owner: Owner) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from shadowclone.node.schemas import (
     Answer,
     ProgressKind,
@@ -13,6 +15,7 @@ from shadowclone.node.schemas import (
     Record,
     State,
     Step,
+    Usage,
 )
 from shadowclone.plugin import CloneState, CloneStatus, Outcome
 from shadowclone.serve import records
@@ -101,3 +104,42 @@ def test_serve_keeps_no_token_in_its_copies_of_a_clones_text() -> None:
     for kept in (ended, failed):
         assert token not in repr(kept)
     assert "[redacted]" in ended.output_tail and "[redacted]" in failed.reason
+
+
+USAGES = st.lists(
+    st.builds(
+        Usage,
+        input_tokens=st.integers(0, 10**7),
+        output_tokens=st.integers(0, 10**6),
+        cost_usd=st.none() | st.floats(0, 50, allow_nan=False),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(usages=USAGES, cuts=st.lists(st.integers(0, 30), max_size=5), restart=st.booleans())
+def test_usage_adds_up_however_the_lines_are_read(
+    usages: list[Usage], cuts: list[int], restart: bool
+) -> None:
+    """Serve reads a clone's lines in pieces, and all of them again after a restart: the
+    record's usage is the sum of the usage lines, each counted once, with a cost where any
+    turn reported one."""
+    lines: list[ProgressLine] = []
+    for usage in usages:
+        lines += [line(ProgressKind.TEXT, text="work"), line(ProgressKind.USAGE, usage=usage)]
+    record, offset = Record("c", State.RUNNING), 0
+    asked: dict[str, Question] = {}
+    for cut in [*sorted(cuts), len(lines)]:
+        record = records.fold_progress(record, lines[offset:cut], asked, from_start=offset == 0)
+        offset = max(offset, cut)
+    if restart:  # serve starts again and reads every line from the first
+        record = records.fold_progress(record, lines, {}, from_start=True)
+    costs = [u.cost_usd for u in usages if u.cost_usd is not None]
+    assert record.turns == len(usages)
+    assert record.usage.input_tokens == sum(u.input_tokens for u in usages)
+    assert record.usage.output_tokens == sum(u.output_tokens for u in usages)
+    if costs:
+        assert record.usage.cost_usd == pytest.approx(sum(costs))
+    else:
+        assert record.usage.cost_usd is None

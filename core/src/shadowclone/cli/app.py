@@ -72,6 +72,31 @@ def format_progress(line: ProgressLine) -> str:
     return f"{stamp}  {line.step:<9} {line.kind:<8} {text}"
 
 
+def usage_line(view: CloneView) -> str:
+    """Cost, tokens and turns so far, and how long the clone has run."""
+    usage = view.usage
+    cost = f"${usage.cost_usd:.4f}" if usage.cost_usd is not None else "cost not reported"
+    turns = f"{view.turns} turn" + ("" if view.turns == 1 else "s")
+    assert view.started_at is not None
+    ran = (view.ended_at or datetime.now(UTC)) - view.started_at
+    return (
+        f"{cost}, {usage.input_tokens} tokens in, {usage.output_tokens} out, {turns}; "
+        f"ran {duration(ran.total_seconds())}"
+    )
+
+
+def duration(seconds: float) -> str:
+    """A span as an owner reads it: 42 s, 3 min 5 s, 2 h 10 min."""
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    minutes, rest = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
 def describe(view: CloneView) -> str:
     rows = [
         f"clone     {view.id}  {view.state}"
@@ -84,6 +109,8 @@ def describe(view: CloneView) -> str:
         rows.append(f"started   {view.started_at.astimezone():%Y-%m-%d %H:%M:%S}")
     if view.ended_at:
         rows.append(f"ended     {view.ended_at.astimezone():%Y-%m-%d %H:%M:%S}")
+    if view.started_at:
+        rows.append(f"usage     {usage_line(view)}")
     if view.question:
         q = view.question
         rows.append(f"question  {q.id}: {q.text}")

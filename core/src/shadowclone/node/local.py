@@ -35,6 +35,7 @@ from shadowclone.node.schemas import (
     State,
     Step,
     StopMarker,
+    Usage,
     dumps,
     now,
 )
@@ -76,6 +77,9 @@ class CloneView:
     last_progress: tuple[ProgressLine, ...] = ()
     problems: tuple[str, ...] = ()
     """Malformed files or lines met while reading this clone; each names its file."""
+    usage: Usage = attrs.field(factory=Usage)
+    """The engine's tokens and cost so far, over all its turns."""
+    turns: int = 0
 
 
 @attrs.frozen
@@ -336,6 +340,8 @@ class LocalNode:
                 output_tail=record.output_tail,
                 reason=record.reason,
                 last_progress=(record.last_progress,) if record.last_progress else (),
+                usage=record.usage,
+                turns=record.turns,
             )
         if lines:
             progress, line_problems, _ = folder.progress()

@@ -207,6 +207,11 @@ class Record:
     failed launch, a clone the launcher lost, a stall)."""
     handoffs: int = 0
     """How many times the clone asked to be launched again for its next phase."""
+    usage: Usage = attrs.field(factory=Usage)
+    """The engine's usage so far, summed over its turns' usage lines (cost: where the engine
+    reports one)."""
+    turns: int = 0
+    """How many turns the engine ended (one usage line each)."""
     v: int = SCHEMA_VERSION
 
 

@@ -395,6 +395,7 @@ class Server:
             self.deliver(clone)
 
     def read_progress(self, clone: Clone) -> None:
+        from_start = clone.progress_offset == 0
         lines, _, clone.progress_offset = clone.folder.progress(clone.progress_offset)
         if not lines:
             return
@@ -403,7 +404,7 @@ class Server:
             clone.final_at = final.at
             if clone.launched:
                 self._await_exit(clone)
-        self.write(clone, records.fold_progress(clone.record, lines, clone.asked))
+        self.write(clone, records.fold_progress(clone.record, lines, clone.asked, from_start))
 
     def deliver(self, clone: Clone) -> None:
         """Copy each inbox line the clone has not had to its deliveries, once."""

@@ -11,7 +11,14 @@ from datetime import datetime
 
 import attrs
 
-from shadowclone.node.schemas import ProgressKind, ProgressLine, Question, Record, State
+from shadowclone.node.schemas import (
+    ProgressKind,
+    ProgressLine,
+    Question,
+    Record,
+    State,
+    Usage,
+)
 from shadowclone.plugin.types import CloneStatus, Outcome
 from shadowclone.run.redact import redact_tokens
 
@@ -58,13 +65,21 @@ def scrubbed(record: Record) -> Record:
 
 
 def fold_progress(
-    record: Record, lines: Sequence[ProgressLine], asked: dict[str, Question]
+    record: Record,
+    lines: Sequence[ProgressLine],
+    asked: dict[str, Question],
+    from_start: bool = False,
 ) -> Record:
-    """The record after `lines`; `asked` holds the open questions by id and is updated."""
+    """The record after `lines`; `asked` holds the open questions by id and is updated.
+    `from_start`: `lines` are the clone's first, so the usage is counted afresh (serve reads
+    every line again after a restart)."""
     if not lines:
         return record
     pr_url, outcome, report = record.pr_url, record.outcome, record.report
+    usage, turns = (Usage(), 0) if from_start else (record.usage, record.turns)
     for line in lines:
+        if line.kind is ProgressKind.USAGE and line.usage is not None:
+            usage, turns = add_usage(usage, line.usage), turns + 1
         if line.kind is ProgressKind.QUESTION and line.question is not None:
             asked[line.question.id] = line.question
         if line.answer is not None:
@@ -87,6 +102,18 @@ def fold_progress(
         pr_url=pr_url,
         outcome=outcome,
         report=report,
+        usage=usage,
+        turns=turns,
+    )
+
+
+def add_usage(total: Usage, more: Usage) -> Usage:
+    """Tokens add up; a cost adds where one is known (an engine that reports none has none)."""
+    known = [cost for cost in (total.cost_usd, more.cost_usd) if cost is not None]
+    return Usage(
+        input_tokens=total.input_tokens + more.input_tokens,
+        output_tokens=total.output_tokens + more.output_tokens,
+        cost_usd=sum(known) if known else None,
     )
 
 
