@@ -268,6 +268,36 @@ def read_lines(path: Path, start: int = 0) -> tuple[list[bytes], int]:
     return data[:end].split(b"\n"), start + end + 1
 
 
+def tail_offset(path: Path, limit: int | None = None) -> int:
+    """Where the last `limit` bytes of `path`'s whole lines begin: 0 for a file no larger, so
+    a reader of a huge log sees its latest lines, not its first (`limit`: one read's most)."""
+    limit = MAX_READ_BYTES if limit is None else limit
+    try:
+        descriptor = open_plain(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return 0
+    try:
+        size = os.fstat(descriptor).st_size
+        if size <= limit:
+            return 0
+        start = offset = size - limit
+        if os.pread(descriptor, 1, start - 1) == b"\n":
+            return start
+        while offset < size:  # the first line that begins inside the tail
+            piece = os.pread(descriptor, 1024 * 1024, offset)
+            if not piece:
+                break
+            newline = piece.find(b"\n")
+            if newline >= 0:
+                return offset + newline + 1
+            offset += len(piece)
+        return offset
+    except OSError as error:
+        raise MalformedFile(path, f"cannot read: {_why(error)}") from None
+    finally:
+        os.close(descriptor)
+
+
 def _read_from(descriptor: int, start: int, limit: int) -> bytes:
     pieces: list[bytes] = []
     size = 0

@@ -344,7 +344,15 @@ class LocalNode:
                 turns=record.turns,
             )
         if lines:
-            progress, line_problems, _ = folder.progress()
+            # A huge log is read from its last whole lines: the latest state is what `get` shows.
+            skipped = files.tail_offset(folder.progress_file)
+            progress, line_problems, _ = folder.progress(skipped)
+            if skipped:
+                line_problems.insert(
+                    0,
+                    f"{folder.progress_file}: its first {skipped} bytes were skipped (too much "
+                    "to read at once); the lines shown are its latest",
+                )
             questions = self._questions(folder, progress)
             final = next((p for p in reversed(progress) if p.final), None)
             view = attrs.evolve(
@@ -505,7 +513,7 @@ class LocalNode:
         from watchfiles import watch
 
         folder = self.resolve(clone_id)
-        progress, _, offset = folder.progress()
+        progress, _, offset = folder.progress(files.tail_offset(folder.progress_file))
         yield from (scrubbed_line(line) for line in progress[-lines:]) if lines else []
         if any(p.final for p in progress) or not self._view(folder).state.active:
             return
