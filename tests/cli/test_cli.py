@@ -36,6 +36,8 @@ def test_start_list_get_as_a_person_reads_them(cli: Cli, home: Paths) -> None:
     clone_id = result.out.split()[1]
     assert result.out.splitlines() == [
         f"queued {clone_id} on acme/app#4 with scripted",
+        "waiting for serve, which is not running: start it with `shadowclone serve`, or keep it "
+        "running with `shadowclone service install`",
         f"follow it: shadowclone get {clone_id} --follow",
     ]
     listing = cli("list")

@@ -105,6 +105,8 @@ def describe(view: CloneView) -> str:
         f"engine    {view.engine}",
         f"requested {view.requested_at.astimezone():%Y-%m-%d %H:%M:%S} ({ago(view.requested_at)})",
     ]
+    if view.waiting_for:
+        rows.append(f"waiting   for {view.waiting_for}")
     if view.started_at:
         rows.append(f"started   {view.started_at.astimezone():%Y-%m-%d %H:%M:%S}")
     if view.ended_at:

@@ -16,7 +16,7 @@ from shadowclone.cli.app import (
     pass_app,
 )
 from shadowclone.node.local import CloneView
-from shadowclone.node.schemas import CONVERTER
+from shadowclone.node.schemas import CONVERTER, State
 
 LIST_COLUMNS = (("ID", 18), ("STATE", 9), ("TARGET", 24), ("ENGINE", 8), ("REQUESTED", 9))
 """`list`'s columns and their widths (a wider target pushes its row on); the last column, the
@@ -61,6 +61,8 @@ def start(
         emit_json(view)
         return
     app.out.print(f"queued {view.id} on {view.target.key} with {view.engine}")
+    if view.waiting_for:
+        app.out.print(f"waiting for {view.waiting_for}")
     app.out.print(f"follow it: shadowclone get {view.id} --follow")
 
 
@@ -98,28 +100,58 @@ def list_(app: App, include_all: bool, limit: int, as_json: bool) -> None:
 @click.argument("clone_id", metavar="ID")
 @click.option("-f", "--follow", is_flag=True, help="Stream new progress lines until it ends.")
 @click.option("-n", "--lines", default=20, show_default=True, help="Progress lines to show.")
-@json_option
+@click.option(
+    "--exit-status",
+    is_flag=True,
+    help="With --follow: exit 1 when the clone ends failed or stopped.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON for scripts; with --follow, one progress line per line (JSON Lines).",
+)
 @pass_app
-def get(app: App, clone_id: str, follow: bool, lines: int, as_json: bool) -> None:
-    """Show one clone: state, target, question, pull request, last progress lines."""
+def get(app: App, clone_id: str, follow: bool, lines: int, exit_status: bool, as_json: bool) -> int:
+    """Show one clone: state, target, question, pull request, last progress lines.
+
+    With --follow, stream its progress until it ends; while it is queued, say on stderr what it
+    waits for.
+
+    \b
+    Examples:
+      shadowclone get 261202-120301-k3fa
+      shadowclone get 261202-120301-k3fa --follow --exit-status
+      shadowclone get 261202-120301-k3fa --follow --json | jq -r .text
+    """
     node = app.node()
-    if follow:
-        for line in node.follow(clone_id, lines=lines):
-            if as_json:
-                emit_json(line)
-            else:
-                app.out.print(format_progress(line))
-        view = node.get(clone_id, lines=1)
-        if not as_json:
-            app.out.print(
-                f"clone {view.id} is {view.state}" + (f": {view.pr_url}" if view.pr_url else "")
-            )
-        return
-    view = node.get(clone_id, lines=lines)
-    if as_json:
-        emit_json(view)
-    else:
-        app.out.print(describe(view))
+    if exit_status and not follow:
+        raise click.UsageError("--exit-status: only with --follow", ctx=click.get_current_context())
+    if not follow:
+        view = node.get(clone_id, lines=lines)
+        if as_json:
+            emit_json(view)
+        else:
+            app.out.print(describe(view))
+        return 0
+
+    def waiting(reason: str) -> None:
+        click.echo(f"waiting for {reason}", err=True)
+
+    for line in node.follow(clone_id, lines=lines, on_wait=waiting):
+        if as_json:
+            data = CONVERTER.unstructure(line)
+            click.echo(json.dumps(data, ensure_ascii=False, default=str))
+        else:
+            app.out.print(format_progress(line))
+    view = node.get(clone_id, lines=1)
+    if not as_json:
+        app.out.print(
+            f"clone {view.id} is {view.state}" + (f": {view.pr_url}" if view.pr_url else "")
+        )
+    if exit_status and view.state in (State.FAILED, State.STOPPED):
+        return 1
+    return 0
 
 
 @click.command()

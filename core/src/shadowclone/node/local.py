@@ -42,6 +42,7 @@ from shadowclone.node.schemas import (
 from shadowclone.node.setups import read_setup
 from shadowclone.node.target import Target, same_repo
 from shadowclone.plugin.types import NetworkMode, Outcome, SecretProviderRegistration
+from shadowclone.serve import lock as serve_lock
 from shadowclone.serve.records import scrubbed, scrubbed_line
 
 if TYPE_CHECKING:
@@ -80,6 +81,8 @@ class CloneView:
     usage: Usage = attrs.field(factory=Usage)
     """The engine's tokens and cost so far, over all its turns."""
     turns: int = 0
+    waiting_for: str = ""
+    """What a queued clone waits for (serve, a slot, its login); shown by `start` and `get`."""
 
 
 @attrs.frozen
@@ -245,7 +248,8 @@ class LocalNode:
             self.paths.active_dir / folder.id, target.key.encode(), plain_folder=True
         )
         folder.write_request(request)
-        return self._view(folder)
+        view = self._view(folder)
+        return attrs.evolve(view, waiting_for=self.waiting_for(view))
 
     @property
     def index(self) -> CloneIndex:
@@ -400,7 +404,45 @@ class LocalNode:
         raise NotFound(f"no clone {clone_id!r}; `shadowclone list` shows the clones")
 
     def get(self, clone_id: str, lines: int = 20) -> CloneView:
-        return self._view(self.resolve(clone_id), lines=max(lines, 1))
+        view = self._view(self.resolve(clone_id), lines=max(lines, 1))
+        return attrs.evolve(view, waiting_for=self.waiting_for(view))
+
+    def waiting_for(self, view: CloneView) -> str:
+        """Why a queued clone has not started, as serve's queue would decide; "" for others.
+
+        The daily limit is not among the reasons: it is applied when a clone is admitted, so a
+        queued clone is already counted."""
+        if view.state is not State.QUEUED or view.stop_requested:
+            return ""
+        if serve_lock.running(self.paths) is None:
+            return (
+                "serve, which is not running: start it with `shadowclone serve`, or keep it "
+                "running with `shadowclone service install`"
+            )
+        active = self._active()
+        launched = [v for v in active if v.state in (State.RUNNING, State.WAITING)]
+        ahead = sum(
+            1
+            for v in active
+            if v.state is State.QUEUED and (v.requested_at, v.id) < (view.requested_at, view.id)
+        )
+        queue = f"; {ahead} queued ahead of it" if ahead else ""
+        if len(launched) >= self.config.parallel_clones:
+            return (
+                f"a slot: {len(launched)} clones running, parallel_clones = "
+                f"{self.config.parallel_clones}{queue}"
+            )
+        with contextlib.suppress(OSError, MalformedFile):
+            request = RunFolder(self.paths.clones_dir / view.id).request()
+            if request.one_at_a_time:
+                for other in launched:
+                    theirs = RunFolder(self.paths.clones_dir / other.id).request()
+                    if theirs.login == request.login:
+                        return (
+                            f"its login {request.login}, which runs one clone at a time: "
+                            f"clone {other.id} has it"
+                        )
+        return f"serve to launch it{queue}"
 
     def list(self, include_all: bool = False, limit: int = DEFAULT_LIST_LIMIT) -> Listing:
         """Active clones and the most recent others (all of them with `include_all`)."""
@@ -507,15 +549,33 @@ class LocalNode:
             folder.write_stop(StopMarker(at=self.clock()))
         return self._view(folder)
 
-    def follow(self, clone_id: str, lines: int = 20, poll_s: float = 1.0) -> Iterator[ProgressLine]:
+    def follow(
+        self,
+        clone_id: str,
+        lines: int = 20,
+        poll_s: float = 1.0,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> Iterator[ProgressLine]:
         """The last `lines` progress lines, then each new one as it is written, until the clone
-        ends."""
+        ends. `on_wait` hears what a queued clone waits for, first and whenever that changes."""
         from watchfiles import watch
 
         folder = self.resolve(clone_id)
         progress, _, offset = folder.progress(files.tail_offset(folder.progress_file))
         yield from (scrubbed_line(line) for line in progress[-lines:]) if lines else []
-        if any(p.final for p in progress) or not self._view(folder).state.active:
+        told = ""
+
+        def ended() -> bool:
+            nonlocal told
+            view = self._view(folder)
+            if on_wait is not None:
+                reason = self.waiting_for(view)
+                if reason and reason != told:
+                    on_wait(reason)
+                told = reason
+            return not view.state.active
+
+        if any(p.final for p in progress) or ended():
             return
         for _changes in watch(
             folder.path,
@@ -526,7 +586,7 @@ class LocalNode:
         ):
             new, _, offset = folder.progress(offset)
             yield from (scrubbed_line(line) for line in new)
-            if any(p.final for p in new) or not self._view(folder).state.active:
+            if any(p.final for p in new) or ended():
                 return
 
 

@@ -3,18 +3,32 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
+import attrs
+
 from shadowclone.config import Paths
 from shadowclone.errors import MalformedFile, Refused
-from shadowclone.node.files import FileLock, LockBusy, make_folder, read_bounded, write_atomic
+from shadowclone.node.files import (
+    FileLock,
+    LockBusy,
+    make_folder,
+    open_plain,
+    read_bounded,
+    write_atomic,
+)
 
 PID_WAIT_S = 2.0
 """How long a refused serve waits for the holder to write its pid (it does so right after
 taking the lock)."""
+LOCK_WAIT_S = 0.5
+"""How long a starting serve tries for the lock: `running` holds it for an instant to look."""
 
 
 def pid_file(paths: Paths) -> Path:
@@ -30,12 +44,46 @@ def holder(paths: Paths) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+@attrs.frozen
+class RunningServe:
+    pid: int | None
+    """None while the serve that holds the lock has not yet written its pid."""
+    since: datetime | None
+
+
+def running(paths: Paths) -> RunningServe | None:
+    """The serve that holds serve.lock, or None when none does.
+
+    A shared lock taken and dropped at once tells: it fails only while a serve holds the lock.
+    The pid file alone cannot, as a serve killed outright leaves it behind. A serve starting at
+    that instant waits for the lock (`LOCK_WAIT_S`) rather than being refused."""
+    try:
+        descriptor = open_plain(paths.serve_lock, os.O_RDONLY, plain_folder=False)
+    except (FileNotFoundError, MalformedFile):
+        return None
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as error:
+            if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return None
+        else:
+            return None
+    finally:
+        os.close(descriptor)
+    pid = holder(paths)
+    since = None
+    with contextlib.suppress(OSError):
+        since = datetime.fromtimestamp(pid_file(paths).lstat().st_mtime, UTC)
+    return RunningServe(pid, since if pid is not None else None)
+
+
 class ServeLock:
     """Held for the life of `serve_clones`; a second serve is refused, naming the holder."""
 
     def __init__(self, paths: Paths) -> None:
         self.paths = paths
-        self._lock = FileLock(paths.serve_lock, timeout=0, plain_folder=False)
+        self._lock = FileLock(paths.serve_lock, timeout=LOCK_WAIT_S, plain_folder=False)
 
     def __enter__(self) -> ServeLock:
         make_folder(self.paths.clones_dir)
