@@ -40,18 +40,8 @@ def test_start_list_get_as_a_person_reads_them(cli: Cli, home: Paths) -> None:
         "running with `shadowclone service install`",
         f"follow it: shadowclone get {clone_id} --follow",
     ]
-    listing = cli("list")
-    assert listing.out.split("\n")[0].split() == [
-        "ID",
-        "STATE",
-        "TARGET",
-        "ENGINE",
-        "REQUESTED",
-        "PR",
-        "/",
-        "QUESTION",
-    ]
-    assert listing.out.splitlines()[1].split()[:4] == [clone_id, "queued", "acme/app#4", "scripted"]
+    listing = cli("list")  # not a terminal: tab-separated (tests/cli/test_conventions.py)
+    assert listing.out.split("\t")[:4] == [clone_id, "queued", "acme/app#4", "scripted"]
     shown = cli("get", clone_id).out
     assert f"clone     {clone_id}  queued" in shown and "target    acme/app#4" in shown
 
@@ -233,7 +223,8 @@ def test_the_listed_short_help_is_each_command_s_own() -> None:
     for name, (_, _, short) in COMMANDS.items():
         command = cli.get_command(context, name)
         assert command is not None and command.name == name
-        assert command.get_short_help_str(limit=len(short)) == short, name
+        assert command.get_short_help_str(limit=1000) == short, name
+        assert not short.endswith("..."), name
 
 
 def test_the_version_and_help_import_no_command() -> None:

@@ -15,39 +15,73 @@ from shadowclone import __version__
 from shadowclone.errors import ShadowcloneError
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "setup": ("setup_cmd", "setup", "Prepare a repository for clones on this machine; changes..."),
-    "start": ("clones", "start", "Queue a clone on TARGET: owner/repo#N, or an issue or pull..."),
+    "setup": (
+        "setup_cmd",
+        "setup",
+        "Prepare a repository for clones on this machine; changes nothing on GitHub.",
+    ),
+    "start": (
+        "clones",
+        "start",
+        "Queue a clone on TARGET: owner/repo#N, or an issue or pull request URL.",
+    ),
     "list": ("clones", "list_", "List active clones and the most recent others."),
-    "get": ("clones", "get", "Show one clone: state, target, question, pull request, last..."),
+    "get": (
+        "clones",
+        "get",
+        "Show one clone: state, target, question, pull request, last progress lines.",
+    ),
     "send": ("clones", "send", "Send a message to a running or queued clone."),
     "answer": (
         "clones",
         "answer",
-        "Answer a clone's open question with one of its options (or its...",
+        "Answer a clone's open question with one of its options (or its number).",
     ),
-    "stop": ("clones", "stop", "Stop a clone: a queued one never starts, a running one is..."),
+    "stop": (
+        "clones",
+        "stop",
+        "Stop a clone: a queued one never starts, a running one is stopped and its work saved.",
+    ),
     "config": ("config_cmd", "config", "Show, create or edit the config file."),
     "plugins": (
         "plugins_cmd",
         "plugins",
-        "List every plugin: name, family, distribution, version and...",
+        "List every plugin: name, family, distribution, version and status.",
     ),
     "serve": (
         "serve_cmd",
         "serve",
-        "Start queued clones, deliver messages and answers, and record...",
+        "Start queued clones, deliver messages and answers, and record how each clone ends.",
     ),
-    "mcp": ("mcp_cmd", "mcp", "Serve start, list, get, send, answer and stop to your..."),
-    "image": ("image_cmd", "image", "The clone image: build it here if you do not pull the..."),
+    "mcp": (
+        "mcp_cmd",
+        "mcp",
+        "Serve start, list, get, send, answer and stop to your assistant over MCP (stdio).",
+    ),
+    "image": (
+        "image_cmd",
+        "image",
+        "The clone image: build it here if you do not pull the published one.",
+    ),
     "service": (
         "service_cmd",
         "service",
-        "Install, remove or inspect the service that keeps `shadowclone...",
+        "Install, remove or inspect the service that keeps `shadowclone serve` running.",
     ),
-    "demo": ("demo", "demo", "Run one whole clone against a local fake GitHub: no account,..."),
+    "demo": (
+        "demo",
+        "demo",
+        "Run one whole clone against a local fake GitHub: no account, and no Docker unless "
+        "you ask for it.",
+    ),
+    "completion": (
+        "completion_cmd",
+        "completion",
+        "Print the shell completion script for bash, zsh or fish: commands, clone ids, engines.",
+    ),
 }
-"""Each command: its module in this package, its object there, and its short help as `--help`
-lists it (a test keeps it equal to the command's own). A command's module, and what it
+"""Each command: its module in this package, its object there, and its whole one-line summary
+as `--help` lists it (a test keeps it equal to the command's own). A command's module, and what it
 imports (the GitHub client, the MCP SDK, rich...), is imported only when that command runs."""
 
 
@@ -75,7 +109,17 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="shadowclone")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
-    """Run Claude Code or Codex clones on your GitHub issues and pull requests."""
+    """Run Claude Code or Codex clones on your GitHub issues and pull requests.
+
+    \b
+    Examples:
+      shadowclone setup you/app
+      shadowclone start you/app#12 -m "keep the public API"
+      shadowclone get 261202-120301-k3fa --follow
+      shadowclone answer 261202-120301-k3fa q1 postgres
+
+    Each command has its own --help.
+    """
     from shadowclone.cli.app import App
 
     ctx.obj = App()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from datetime import UTC
 
 import click
 
@@ -15,6 +17,7 @@ from shadowclone.cli.app import (
     json_option,
     pass_app,
 )
+from shadowclone.cli.params import ENGINE, complete_clone_id
 from shadowclone.node.local import CloneView
 from shadowclone.node.schemas import CONVERTER, State
 
@@ -34,7 +37,9 @@ def list_row(cells: tuple[str, ...]) -> str:
 
 @click.command()
 @click.argument("target")
-@click.option("--engine", help="claude or codex (default: the config's engine).")
+@click.option(
+    "--engine", type=ENGINE, help="An installed engine: claude, codex... (default: the config's)."
+)
 @click.option(
     "-m", "--message", "instructions", default="", help="Extra instructions for the clone."
 )
@@ -53,7 +58,14 @@ def start(
     allow_secrets: bool,
     as_json: bool,
 ) -> None:
-    """Queue a clone on TARGET: owner/repo#N, or an issue or pull request URL."""
+    """Queue a clone on TARGET: owner/repo#N, or an issue or pull request URL.
+
+    \b
+    Examples:
+      shadowclone start you/app#12
+      shadowclone start https://github.com/you/app/pull/7 --engine codex
+      shadowclone start you/app#12 -m "add a test for the empty case"
+    """
     view = app.node().start(
         target, engine=engine, instructions=instructions, allow_secrets=allow_secrets
     )
@@ -66,38 +78,59 @@ def start(
     app.out.print(f"follow it: shadowclone get {view.id} --follow")
 
 
+def tsv_cell(text: str) -> str:
+    """A whole value on one row: tabs, newlines and other control characters become spaces."""
+    return "".join(" " if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
+
+
 @click.command(name="list")
 @click.option("--all", "include_all", is_flag=True, help="Every clone, not only recent ones.")
 @click.option("--limit", default=30, show_default=True, help="How many recent clones to show.")
 @json_option
 @pass_app
 def list_(app: App, include_all: bool, limit: int, as_json: bool) -> None:
-    """List active clones and the most recent others."""
+    """List active clones and the most recent others.
+
+    To a terminal, a table; to a pipe or a file, one clone per line with its whole values
+    separated by tabs and no header: id, state, target, engine, requested (ISO 8601, UTC), and
+    the pull request or the open question.
+
+    \b
+    Examples:
+      shadowclone list --all
+      shadowclone list | cut -f1,6
+      shadowclone list --json | jq -r '.[] | select(.state == "waiting") | .id'
+    """
+    table = sys.stdout.isatty()
     # Streamed, a row at a time: `--all` over a hundred thousand clones holds one of them.
     shown = 0
     for item in app.node().views(include_all=include_all, limit=limit):
         if not isinstance(item, CloneView):
             click.echo(f"warning: {item}", err=True)
             continue
+        extra = item.pr_url or (f"? {item.question.text}" if item.question else "")
         if as_json:
             data = json.dumps(CONVERTER.unstructure(item), ensure_ascii=False, default=str)
             click.echo(("[\n" if not shown else ",\n") + data, nl=False)
+        elif not table:
+            requested = item.requested_at.astimezone(UTC).isoformat(timespec="seconds")
+            row = (item.id, item.state, item.target.key, item.engine, requested, extra)
+            click.echo("\t".join(tsv_cell(str(cell)) for cell in row))
         else:
             if not shown:
                 click.echo(list_row((*(name for name, _ in LIST_COLUMNS), "PR / QUESTION")))
-            extra = item.pr_url or (f"? {item.question.text}" if item.question else "")
             state = f"{item.state}" + ("*" if item.stop_requested and item.state.active else "")
             cells = (item.id, state, item.target.key, item.engine, ago(item.requested_at), extra)
             click.echo(list_row(cells))
         shown += 1
     if as_json:
         click.echo("\n]" if shown else "[]")
-    elif not shown:
+    elif not shown and table:
         click.echo("no clones yet; start one with: shadowclone start owner/repo#N")
 
 
 @click.command()
-@click.argument("clone_id", metavar="ID")
+@click.argument("clone_id", metavar="ID", shell_complete=complete_clone_id)
 @click.option("-f", "--follow", is_flag=True, help="Stream new progress lines until it ends.")
 @click.option("-n", "--lines", default=20, show_default=True, help="Progress lines to show.")
 @click.option(
@@ -155,12 +188,17 @@ def get(app: App, clone_id: str, follow: bool, lines: int, exit_status: bool, as
 
 
 @click.command()
-@click.argument("clone_id", metavar="ID")
+@click.argument("clone_id", metavar="ID", shell_complete=complete_clone_id)
 @click.argument("text")
 @json_option
 @pass_app
 def send(app: App, clone_id: str, text: str, as_json: bool) -> None:
-    """Send a message to a running or queued clone."""
+    """Send a message to a running or queued clone.
+
+    \b
+    Example:
+      shadowclone send 261202-120301-k3fa "please also update the changelog"
+    """
     line = app.node().send(clone_id, text)
     if as_json:
         emit_json(line)
@@ -169,13 +207,19 @@ def send(app: App, clone_id: str, text: str, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("clone_id", metavar="ID")
+@click.argument("clone_id", metavar="ID", shell_complete=complete_clone_id)
 @click.argument("question_id", metavar="QUESTION")
 @click.argument("choice")
 @json_option
 @pass_app
 def answer(app: App, clone_id: str, question_id: str, choice: str, as_json: bool) -> None:
-    """Answer a clone's open question with one of its options (or its number)."""
+    """Answer a clone's open question with one of its options (or its number).
+
+    \b
+    Examples:
+      shadowclone answer 261202-120301-k3fa q1 postgres
+      shadowclone answer 261202-120301-k3fa q1 2
+    """
     line = app.node().answer(clone_id, question_id, choice)
     if as_json:
         emit_json(line)
@@ -184,7 +228,7 @@ def answer(app: App, clone_id: str, question_id: str, choice: str, as_json: bool
 
 
 @click.command()
-@click.argument("clone_id", metavar="ID")
+@click.argument("clone_id", metavar="ID", shell_complete=complete_clone_id)
 @json_option
 @pass_app
 def stop(app: App, clone_id: str, as_json: bool) -> None:

@@ -51,18 +51,32 @@ def show(app: App, as_json: bool) -> None:
 
 @config.command()
 @click.option("--force", is_flag=True, help="Replace an existing config file.")
+@json_option
 @pass_app
-def init(app: App, force: bool) -> None:
+def init(app: App, force: bool, as_json: bool) -> None:
     """Write a commented config file with the defaults."""
     written = init_config(app.paths, force=force)
+    if as_json:
+        emit_json({"wrote": str(written)})
+        return
     app.out.print(f"wrote {written}")
 
 
 @config.command(name="set")
 @click.argument("key")
 @click.argument("value")
+@json_option
 @pass_app
-def set_(app: App, key: str, value: str) -> None:
-    """Set KEY (e.g. parallel_clones or providers.claude.login) to VALUE, keeping comments."""
+def set_(app: App, key: str, value: str, as_json: bool) -> None:
+    """Set KEY (e.g. parallel_clones or providers.claude.login) to VALUE, keeping comments.
+
+    \b
+    Examples:
+      shadowclone config set parallel_clones 3
+      shadowclone config set providers.claude.login '"claude-oauth"'
+    """
     set_value(app.paths, key, value)
+    if as_json:
+        emit_json({"key": key, "value": value})
+        return
     app.out.print(f"set {key} = {value}")

@@ -14,6 +14,12 @@ from shadowclone.cli.app import App
 from shadowclone.serve.loop import ServeSettings, serve_clones
 
 pass_app = click.make_pass_decorator(App, ensure=True)
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 @click.command()
@@ -24,17 +30,36 @@ pass_app = click.make_pass_decorator(App, ensure=True)
     show_default=True,
     help="Seconds a stopped clone has to save its work before it is made to end.",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(list(LEVELS), case_sensitive=False),
+    default="info",
+    show_default=True,
+    help="What serve logs to stderr (serve.log keeps info and above, or debug with it).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log debug lines too: --log-level debug.")
 @pass_app
-def serve(app: App, stop_grace: float) -> None:
+def serve(app: App, stop_grace: float, log_level: str, verbose: bool) -> None:
     """Start queued clones, deliver messages and answers, and record how each clone ends.
 
     Runs until SIGTERM or Ctrl-C; clones keep running and the next serve takes them up. Logs
     to stderr and to serve.log in the clones folder.
+
+    \b
+    Examples:
+      shadowclone serve
+      shadowclone serve -v
+      shadowclone service install    # keep it running, started at login
     """
     node = app.node()
+    level = logging.DEBUG if verbose else LEVELS[log_level.lower()]
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.setLevel(level)
     package = logging.getLogger("shadowclone")
+    previous_level = package.level
+    if level < logging.INFO:
+        package.setLevel(level)
     package.addHandler(handler)
     stop = threading.Event()
 
@@ -55,3 +80,4 @@ def serve(app: App, stop_grace: float) -> None:
         for signum, old in previous.items():
             signal.signal(signum, old)
         package.removeHandler(handler)
+        package.setLevel(previous_level)

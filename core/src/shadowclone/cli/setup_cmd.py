@@ -6,6 +6,7 @@ import click
 from rich.text import Text
 
 from shadowclone.cli.app import App, emit_json, json_option, pass_app
+from shadowclone.cli.params import ENGINE
 from shadowclone.config import load_config
 from shadowclone.errors import Refused
 from shadowclone.plugin import load_registry
@@ -14,7 +15,9 @@ from shadowclone.setup import setup_repository
 
 @click.command()
 @click.argument("repo", metavar="OWNER/REPO")
-@click.option("--engine", help="claude or codex (default: the config's engine).")
+@click.option(
+    "--engine", type=ENGINE, help="An installed engine: claude, codex... (default: the config's)."
+)
 @click.option("--image", help="The clone image for this repository (default: the config's).")
 @click.option(
     "--check",

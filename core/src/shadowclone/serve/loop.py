@@ -145,6 +145,8 @@ class Server:
 
     def step(self, touched: set[str]) -> None:
         """One pass: the clones whose files changed, then the timers, then the queue."""
+        if touched:
+            log.debug("files changed for clones %s", ", ".join(sorted(touched)))
         for clone_id in sorted(touched):
             with self.guard(clone_id):
                 clone = self.clones.get(clone_id) or self.track(clone_id)

@@ -1,0 +1,82 @@
+"""Parameters that complete in the shell: clone ids and installed engines.
+
+Kept light: this module imports only click. The clones index and the plugins are read when a
+value is completed or checked, never when `--help` or `--version` runs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+from click.shell_completion import CompletionItem
+
+if TYPE_CHECKING:
+    from shadowclone.config import Paths
+
+COMPLETED_IDS = 200
+"""At most this many ids, the newest, are offered for one completion."""
+
+
+def _paths(ctx: click.Context) -> Paths:
+    from shadowclone.cli.app import App
+    from shadowclone.config import default_paths
+
+    app = ctx.find_object(App)
+    return app.paths if app is not None else default_paths()
+
+
+def complete_clone_id(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Ids starting with what was typed, newest first; nothing (never an error) on a problem."""
+    from shadowclone.errors import ShadowcloneError
+    from shadowclone.node.index import CloneIndex
+
+    try:
+        ids = CloneIndex(_paths(ctx).clones_dir).with_prefix(incomplete)
+    except (OSError, ShadowcloneError):
+        return []
+    return [CompletionItem(clone_id) for clone_id in reversed(ids[-COMPLETED_IDS:])]
+
+
+def installed_engines(ctx: click.Context) -> list[str]:
+    """The engines the installed, enabled plugins provide."""
+    from shadowclone.config import load_config
+    from shadowclone.plugin.manager import load_registry
+    from shadowclone.plugin.types import Family
+
+    config, _ = load_config(_paths(ctx))
+    return load_registry(config.plugins.disabled).names(Family.ENGINE)
+
+
+class EngineName(click.ParamType[str]):
+    """One of the installed engines; checked when given, not when help is shown."""
+
+    name = "engine"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        text = str(value)
+        names = installed_engines(ctx or click.get_current_context())
+        if text not in names:
+            self.fail(
+                f"{text!r} is not an installed engine (installed: {', '.join(names) or 'none'})",
+                param,
+                ctx,
+            )
+        return text
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[CompletionItem]:
+        from shadowclone.errors import ShadowcloneError
+
+        try:
+            names = installed_engines(ctx)
+        except ShadowcloneError:
+            return []
+        return [CompletionItem(name) for name in names if name.startswith(incomplete)]
+
+
+ENGINE = EngineName()

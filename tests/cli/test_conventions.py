@@ -1,0 +1,240 @@
+"""The conventions of command-line tools: piped `list` as whole tab-separated values, shell
+completion, `--engine` among the installed engines, `--json` on every command that reports,
+serve's log level, and help with whole summaries and examples."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from shadowclone.config import Paths
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import Question, Record, State
+
+from tests.conftest import CliResult, run_shadowclone, set_up, skip_or_fail
+from tests.serve.conftest import ServeProcess
+
+Cli = Callable[..., CliResult]
+PROGRAM = "from shadowclone.cli import entry; entry()"
+
+
+def in_terminal(*args: str, env: dict[str, str] | None = None) -> str:
+    """Run the CLI with its stdout on a pseudo-terminal, as when the owner types it."""
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", PROGRAM, *args],
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "COLUMNS": "200", **(env or {})},
+            timeout=120,
+            check=False,
+        )
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert done.returncode == 0, done.stderr
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def started(cli: Cli, target: str) -> str:
+    result = cli("start", target, "--json")
+    assert result.code == 0, result.err
+    clone_id: str = json.loads(result.out)["id"]
+    return clone_id
+
+
+def test_list_to_a_terminal_is_a_table_and_to_a_pipe_whole_values(cli: Cli, home: Paths) -> None:
+    set_up(home)
+    clone_id = started(cli, "acme/app#4")
+    long_url = "https://github.com/acme/app/pull/4?" + "x" * 150
+    RunFolder(home.clones_dir / clone_id).write_record(
+        Record(id=clone_id, state=State.RUNNING, pr_url=long_url)
+    )
+    table = in_terminal("list").splitlines()
+    assert table[0].split() == [
+        "ID",
+        "STATE",
+        "TARGET",
+        "ENGINE",
+        "REQUESTED",
+        "PR",
+        "/",
+        "QUESTION",
+    ]
+    assert table[1].split()[:4] == [clone_id, "running", "acme/app#4", "scripted"]
+
+    piped = run_shadowclone("list")
+    assert piped.code == 0, piped.err
+    [row] = piped.out.splitlines()
+    requested = json.loads(cli("get", clone_id, "--json").out)["requested_at"]
+    cells = row.split("\t")
+    assert cells[:4] == [clone_id, "running", "acme/app#4", "scripted"]
+    assert cells[4].endswith("+00:00") and cells[4][:19] == requested[:19]
+    assert cells[5] == long_url
+
+
+def test_an_empty_piped_list_prints_nothing(cli: Cli, home: Paths) -> None:
+    assert cli("list").out == ""
+    assert "no clones yet" in in_terminal("list")
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(min_size=1, max_size=60))
+def test_a_piped_row_has_six_cells_whatever_the_question_says(
+    cli: Cli, home: Paths, text: str
+) -> None:
+    """A question is the engine's text: a tab or a newline in it never makes another cell or
+    another row."""
+    set_up(home)
+    listed = json.loads(cli("list", "--json").out)
+    clone_id = listed[0]["id"] if listed else started(cli, "acme/app#1")
+    question = Question("q1", text, ("a", "b"), "a")
+    RunFolder(home.clones_dir / clone_id).write_record(
+        Record(id=clone_id, state=State.WAITING, question=question)
+    )
+    [row] = cli("list").out.split("\n")[:-1]
+    cells = row.split("\t")
+    assert len(cells) == 6
+    shown = "".join(" " if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
+    assert cells[5] == f"? {shown}"
+
+
+def complete(words: str, home: Paths) -> list[str]:
+    """What bash completion offers for `words` (the last one being completed)."""
+    parts = words.split(" ")
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM],
+        env={
+            **os.environ,
+            "_SHADOWCLONE_COMPLETE": "bash_complete",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(parts) - 1),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [line.split(",", 1)[1] for line in done.stdout.splitlines() if line]
+
+
+def test_completion_offers_commands_clone_ids_and_installed_engines(cli: Cli, home: Paths) -> None:
+    set_up(home)
+    first, second = started(cli, "acme/app#1"), started(cli, "acme/app#2")
+    assert complete("shadowclone st", home) == ["start", "stop"]
+    assert complete("shadowclone co", home) == ["completion", "config"]
+    assert complete(f"shadowclone get {first[:4]}", home) == [second, first]
+    assert complete(f"shadowclone stop {second}", home) == [second]
+    assert complete("shadowclone get zz", home) == []
+    engines = complete("shadowclone start --engine ", home)
+    assert {"claude", "codex", "scripted"} <= set(engines)
+    assert complete("shadowclone start --engine cl", home) == ["claude"]
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_each_shell_takes_its_completion_script(shell: str) -> None:
+    result = run_shadowclone("completion", shell)
+    assert result.code == 0, result.err
+    assert "_SHADOWCLONE_COMPLETE" in result.out
+    program = shutil.which(shell)
+    if program is None:
+        if shell == "bash":
+            skip_or_fail("bash is not installed")
+        return  # zsh and fish are not on every machine; bash shows the script is loaded
+    loads = {
+        "bash": 'eval "$(cat)"; complete -p shadowclone',
+        "zsh": 'autoload -U compinit && compinit -u; eval "$(cat)"; '
+        "whence -w _shadowclone_completion",
+        "fish": "source; complete -c shadowclone",
+    }[shell]
+    done = subprocess.run(
+        [program, "-c", loads], input=result.out, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "shadowclone" in done.stdout
+
+
+def test_engine_is_one_of_the_installed_engines(cli: Cli, home: Paths) -> None:
+    set_up(home)
+    result = run_shadowclone("start", "acme/app#1", "--engine", "gpt-9")
+    assert result.code == 2
+    [line] = result.err.splitlines()
+    assert line.startswith(
+        "shadowclone start: invalid value for '--engine': 'gpt-9' is not an installed engine "
+        "(installed: claude, codex, "
+    )
+    assert cli("start", "acme/app#1", "--engine", "scripted").code == 0
+
+
+def test_help_of_a_command_loads_no_plugin() -> None:
+    probe = (
+        "import sys\n"
+        "from shadowclone.cli import main\n"
+        "for command in ('start', 'get', 'list', 'completion'):\n"
+        "    assert main([command, '--help']) == 0\n"
+        "loaded = {'shadowclone.plugin.manager', 'importlib.metadata'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_help_shows_examples() -> None:
+    for command in ((), ("start",), ("get",), ("list",), ("serve",), ("completion",)):
+        result = run_shadowclone(*command, "--help")
+        assert result.code == 0 and "Examples:\n    " in result.out, command
+        assert "shadowclone " in result.out.split("Examples:\n")[1].splitlines()[0], command
+
+
+def test_config_init_and_set_report_in_json(cli: Cli, home: Paths) -> None:
+    assert json.loads(cli("config", "set", "parallel_clones", "3", "--json").out) == {
+        "key": "parallel_clones",
+        "value": "3",
+    }
+    written = json.loads(cli("config", "init", "--force", "--json").out)
+    assert written == {"wrote": str(home.config_file)}
+
+
+def test_serve_log_level_chooses_what_stderr_gets(home: Paths) -> None:
+    quiet = ServeProcess.start(home, "--log-level", "warning")
+    try:
+        quiet.wait_serving()  # serve.log has the info line
+    finally:
+        assert quiet.end() == 0, quiet.output
+    assert " INFO " not in quiet.output
+
+    loud = ServeProcess.start(home, "-v")
+    try:
+        loud.wait_serving()
+        set_up(home)
+        run_shadowclone("start", "acme/app#1")
+        from tests.serve.conftest import wait_until
+
+        wait_until(lambda: " DEBUG " in loud.output, "a debug line on stderr")
+        assert f"serve (pid {loud.pid}) is running" in loud.output
+    finally:
+        loud.end()
