@@ -251,17 +251,68 @@ def test_install_again_restarts_only_after_a_change(user_home: Path, init: FakeI
     assert "ExecStart=/elsewhere/bin/shadowclone serve" in (init.running_unit or "")
 
 
-def test_a_refusal_of_systemctl_is_one_clear_error(user_home: Path, init: FakeInit) -> None:
+NO_BUS = "Failed to connect to bus: No medium found"
+
+
+def test_a_missing_user_session_is_explained_and_nothing_stays_installed(
+    user_home: Path, init: FakeInit
+) -> None:
     reload = ("systemctl", "--user", "daemon-reload")
-    init.failures[reload] = CommandResult(
-        reload, 1, "", "Failed to connect to bus: No medium found"
-    )
+    init.failures[reload] = CommandResult(reload, 1, "", NO_BUS)
     with pytest.raises(ServiceError) as raised:
         service(user_home, init, "linux").install()
-    assert str(raised.value) == (
-        "`systemctl --user daemon-reload` exited 1: Failed to connect to bus: No medium found"
-    )
-    assert init.calls == [reload]
+    message = str(raised.value)
+    assert message.startswith(f"`systemctl --user daemon-reload` exited 1: {NO_BUS}: ")
+    assert "no systemd user session" in message and "loginctl enable-linger" in message
+    assert message.endswith(f"; nothing is installed (removed {init.unit_file})")
+    assert "\n" not in message
+    assert not init.unit_file.exists()
+    assert init.calls == [reload, reload]
+
+
+@pytest.mark.parametrize(
+    "failing",
+    [
+        ("systemctl", "--user", "daemon-reload"),
+        ("systemctl", "--user", "enable", "--now", SYSTEMD_UNIT),
+    ],
+)
+def test_a_failed_first_install_leaves_nothing_enabled(
+    user_home: Path, init: FakeInit, failing: tuple[str, ...]
+) -> None:
+    def enable_then_fail(argv: Sequence[str]) -> CommandResult:
+        if tuple(argv) == failing:  # systemd enables the unit, then cannot start it
+            init.enabled = failing[2] == "enable"
+            return CommandResult(tuple(argv), 1, "", "Job failed")
+        if tuple(argv) == ("systemctl", "--user", "disable", SYSTEMD_UNIT):
+            init.calls.append(tuple(argv))
+            init.enabled = False
+            return CommandResult(tuple(argv), 0)
+        return init(argv)
+
+    unit = Service(user_home, "linux", enable_then_fail, COMMAND, ENVIRONMENT, UID)
+    with pytest.raises(ServiceError, match="Job failed; nothing is installed"):
+        unit.install()
+    assert not init.unit_file.exists() and not init.enabled
+    assert init.loaded_unit is None
+
+
+def test_a_failed_change_puts_the_previous_unit_back(user_home: Path, init: FakeInit) -> None:
+    first = service(user_home, init, "linux").install()
+    restart = ("systemctl", "--user", "restart", SYSTEMD_UNIT)
+    init.failures[restart] = CommandResult(restart, 1, "", "Job failed")
+    with pytest.raises(ServiceError, match="the unit it replaced is back"):
+        service(user_home, init, "linux", ("/elsewhere/bin/shadowclone", "serve")).install()
+    assert init.unit_file.read_text() == first.written == init.loaded_unit
+    assert init.enabled
+
+
+def test_a_failed_bootstrap_leaves_no_plist(user_home: Path, init: FakeInit) -> None:
+    bootstrap = ("launchctl", "bootstrap", f"gui/{UID}", str(init.plist_file))
+    init.failures[bootstrap] = CommandResult(bootstrap, 5, "", "Bootstrap failed: 5")
+    with pytest.raises(ServiceError, match="Bootstrap failed: 5; nothing is installed"):
+        service(user_home, init, "darwin").install()
+    assert not init.plist_file.exists()
 
 
 def test_uninstall_on_linux(user_home: Path, init: FakeInit) -> None:
@@ -282,13 +333,14 @@ def test_uninstall_on_linux(user_home: Path, init: FakeInit) -> None:
     assert not again.removed and again.summary.startswith("not installed")
 
 
-def test_a_failed_disable_keeps_the_unit_file(user_home: Path, init: FakeInit) -> None:
+def test_a_failed_disable_still_removes_the_unit_file(user_home: Path, init: FakeInit) -> None:
     service(user_home, init, "linux").install()
     disable = ("systemctl", "--user", "disable", "--now", SYSTEMD_UNIT)
-    init.failures[disable] = CommandResult(disable, 1, "", "Access denied")
-    with pytest.raises(ServiceError, match="Access denied"):
-        service(user_home, init, "linux").uninstall()
-    assert (user_home / ".config/systemd/user" / SYSTEMD_UNIT).exists()
+    init.failures[disable] = CommandResult(disable, 1, "", NO_BUS)
+    result = service(user_home, init, "linux").uninstall()
+    assert result.removed and not init.unit_file.exists()
+    assert result.summary.startswith(f"uninstalled: removed {init.unit_file}; but ")
+    assert "loginctl enable-linger" in result.summary
 
 
 def test_status_on_linux(user_home: Path, init: FakeInit) -> None:

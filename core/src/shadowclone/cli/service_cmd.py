@@ -49,6 +49,13 @@ def uninstall(app: App, as_json: bool) -> None:
 @service.command()
 @json_option
 @pass_app
-def status(app: App, as_json: bool) -> None:
-    """Say whether the service is installed and running."""
-    _show(app, Service().status(), as_json)
+def status(app: App, as_json: bool) -> int:
+    """Say whether the service is installed and running; exit 3 when serve is not running.
+
+    \b
+    Example:
+      shadowclone service status || shadowclone service install
+    """
+    result = Service().status()
+    _show(app, result, as_json)
+    return 0 if result.running else 3

@@ -263,52 +263,86 @@ class Service:
         return launchd_plist(self.command, self.environment, self.home, self.log_file).decode()
 
     def install(self) -> ServiceResult:
-        """Write the unit or plist, enable it and start serve; again after a change restarts it."""
+        """Write the unit or plist, enable it and start serve; again after a change restarts it.
+
+        A failure leaves things as they were: a new unit or plist is removed (and a unit
+        enabled on the way disabled again), a changed one is written back."""
         manager, path, text = self.manager, self.path, self.text()
         previous = path.read_text(encoding="utf-8") if path.exists() else None
         calls = _Calls(self.runner)
-        if manager == "systemd":
-            _write(path, text)
-            calls.check(_systemctl("daemon-reload"))
-            calls.check(_systemctl("enable", "--now", SYSTEMD_UNIT))
-            if previous is not None and previous != text:
-                calls.check(_systemctl("restart", SYSTEMD_UNIT))
-        else:
-            self.log_file.parent.mkdir(parents=True, exist_ok=True)
-            loaded = calls.run(self._launchctl_print()).ok
-            if loaded and previous != text:
-                calls.check(["launchctl", "bootout", self._launchd_target()])
-                loaded = False
-            _write(path, text)
-            calls.check(["launchctl", "enable", self._launchd_target()])
-            if loaded:
-                calls.check(["launchctl", "kickstart", self._launchd_target()])
+        try:
+            if manager == "systemd":
+                _write(path, text)
+                calls.check(_systemctl("daemon-reload"))
+                calls.check(_systemctl("enable", "--now", SYSTEMD_UNIT))
+                if previous is not None and previous != text:
+                    calls.check(_systemctl("restart", SYSTEMD_UNIT))
             else:
-                calls.check(["launchctl", "bootstrap", self._launchd_domain(), str(path)])
+                self.log_file.parent.mkdir(parents=True, exist_ok=True)
+                loaded = calls.run(self._launchctl_print()).ok
+                if loaded and previous != text:
+                    calls.check(["launchctl", "bootout", self._launchd_target()])
+                    loaded = False
+                _write(path, text)
+                calls.check(["launchctl", "enable", self._launchd_target()])
+                if loaded:
+                    calls.check(["launchctl", "kickstart", self._launchd_target()])
+                else:
+                    calls.check(["launchctl", "bootstrap", self._launchd_domain(), str(path)])
+        except ServiceError as error:
+            raise ServiceError(f"{error}; {self._roll_back(calls, previous)}") from None
         log.info("service installed at %s", path)
         return self._state(calls, written=text)
 
+    def _roll_back(self, calls: _Calls, previous: str | None) -> str:
+        """Undo a failed install as far as the init system lets; says what is left."""
+        path = self.path
+        if previous is None:
+            path.unlink(missing_ok=True)
+        else:
+            _write(path, previous)
+        if self.manager == "systemd":
+            enabled = any(c.argv[2:3] == ("enable",) for c in calls.done)
+            if previous is None and enabled:
+                calls.run(_systemctl("disable", SYSTEMD_UNIT))
+            calls.run(_systemctl("daemon-reload"))
+        return (
+            f"nothing is installed (removed {path})"
+            if previous is None
+            else (f"the unit it replaced is back in {path}")
+        )
+
     def uninstall(self) -> ServiceResult:
-        """Stop serve, disable the service and remove its file; clones keep running."""
+        """Stop serve, disable the service and remove its file, whatever the init system says
+        (a refusal is reported, the file goes anyway); clones keep running."""
         manager, path = self.manager, self.path
         calls = _Calls(self.runner)
         if not path.exists():
             return ServiceResult(manager, path, False, False, f"not installed (no {path})")
         if manager == "systemd":
-            calls.check(_systemctl("disable", "--now", SYSTEMD_UNIT))
+            stopped = calls.run(_systemctl("disable", "--now", SYSTEMD_UNIT))
             path.unlink()
-            calls.check(_systemctl("daemon-reload"))
+            calls.run(_systemctl("daemon-reload"))
         else:
-            if calls.run(self._launchctl_print()).ok:
-                calls.check(["launchctl", "bootout", self._launchd_target()])
+            stopped = calls.run(self._launchctl_print())
+            if stopped.ok:
+                stopped = calls.run(["launchctl", "bootout", self._launchd_target()])
+            else:
+                stopped = CommandResult(stopped.argv, 0)  # not loaded: nothing to stop
             path.unlink()
         log.info("service removed from %s", path)
+        summary = f"uninstalled: removed {path}"
+        if not stopped.ok:
+            summary += (
+                f"; but {explain(stopped)}: a serve it started may still run "
+                "(`shadowclone status` shows it)"
+            )
         return ServiceResult(
             manager,
             path,
             installed=False,
             running=False,
-            summary=f"uninstalled: removed {path}",
+            summary=summary,
             removed=True,
             commands=calls.done,
         )
@@ -326,7 +360,7 @@ class Service:
             active = calls.run(_systemctl("is-active", SYSTEMD_UNIT))
             shown = calls.run(_systemctl("status", "--no-pager", "--lines=10", SYSTEMD_UNIT))
             running = active.ok
-            state = active.stdout.strip() or f"state unknown: {active.describe()}"
+            state = active.stdout.strip() or f"state unknown: {explain(active)}"
             status = shown.stdout or shown.describe()
         else:
             shown = calls.run(self._launchctl_print())
@@ -375,8 +409,30 @@ class _Calls:
     def check(self, argv: Sequence[str]) -> CommandResult:
         result = self.run(argv)
         if not result.ok:
-            raise ServiceError(result.describe())
+            raise ServiceError(explain(result))
         return result
+
+
+NO_USER_SESSION = (
+    "Failed to connect to bus",
+    "No medium found",
+    "XDG_RUNTIME_DIR",
+    "DBUS_SESSION_BUS_ADDRESS",
+)
+"""What `systemctl --user` says when this user has no systemd user manager to talk to."""
+
+
+def explain(result: CommandResult) -> str:
+    """The failed command in one line, and what to do when the cause is a missing session."""
+    said = result.stdout + result.stderr
+    if result.argv[:2] != ("systemctl", "--user") or not any(s in said for s in NO_USER_SESSION):
+        return result.describe()
+    return (
+        f"{result.describe()}: this shell has no systemd user session (as under su, sudo, a "
+        "container or a cron job); log in as this user (ssh or a desktop), or have root run "
+        "`loginctl enable-linger USER` so the user's systemd runs from boot, then try again; "
+        "or run `shadowclone serve` yourself"
+    )
 
 
 def _systemctl(*args: str) -> list[str]:
