@@ -7,6 +7,8 @@ import base64
 import json
 import re
 import string
+import subprocess
+import sys
 import urllib.parse
 
 import pytest
@@ -410,3 +412,46 @@ def test_tokens_alone_are_what_a_host_process_redacts(around: str) -> None:
     assert token not in redact_tokens(around + " " + token + " " + around)
     assume(MARKER not in around)
     assert redact_tokens(around) == redact_secrets(around, [])
+
+
+CHILD = """
+import shlex, subprocess, sys
+from shadowclone.run.redact import RedactedDescriptors, Redactor
+secret, pieces = sys.argv[1], sys.argv[2:]
+descriptors = RedactedDescriptors(Redactor([secret]))
+print("the run program's own line:", secret)
+sys.stderr.write(" ".join(["logged", secret]) + "\\n")
+# A child writes the secret to the inherited stderr in pieces, one write each, with pauses.
+script = "; ".join(f"printf '%s' {shlex.quote(piece)} >&2; sleep 0.01" for piece in pieces)
+subprocess.run(["sh", "-c", script + "; echo >&2; echo done >&2"], check=True)
+whole = f"printf '%s\\\\n' {shlex.quote(secret)}"
+subprocess.run(["sh", "-c", f"{whole}; {whole} >&2"], check=True)
+descriptors.close()
+"""
+
+
+@settings(max_examples=25, deadline=None)
+@given(secret=SECRETS, cut=st.integers(1, 3))
+def test_what_children_write_to_the_run_programs_descriptors_is_redacted(
+    secret: str, cut: int
+) -> None:
+    """Every process the run program starts inherits its stdout and stderr, which lead through
+    the redactor: the secret, written whole or in pieces by another program, never reaches the
+    real descriptors whole (each piece written alone is at most a few characters of it)."""
+    assume(secret.isprintable())
+
+    size = max(1, len(secret) // cut)
+    pieces = [secret[i : i + size] for i in range(0, len(secret), size)]
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, secret, *pieces],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    for stream in (done.stdout, done.stderr):
+        assert secret not in stream
+        assert secret not in stream.replace("\n", "")
+    assert "the run program's own line: [redacted]" in done.stdout
+    assert done.stdout.count(MARKER) >= 2 and "done" in done.stderr

@@ -39,7 +39,8 @@ cat
 
 ATTACKS = r"""
 set -u
-report() { printf '%s: %s\n' "$1" "$2" >> "$HOME/attacks.log"; }
+# The log stays in the engine's own git folder (its home is removed when the clone ends).
+report() { printf '%s: %s\n' "$1" "$2" >> "$PWD/.git/attacks.log"; }
 attack() {
     name=$1; shift
     if out=$("$@" 2>&1); then report "$name" "SUCCEEDED: $out"; else report "$name" blocked; fi
@@ -123,7 +124,8 @@ def test_a_hostile_engine_breaks_no_rule(owner: Owner, tmp_path: Path) -> None: 
     record = owner.wait(clone_id, State.DONE, State.FAILED)
     folder = RunFolder(owner.home.clones_dir / clone_id)
 
-    results = (folder.path / "engine" / "home" / "attacks.log").read_text()
+    assert not (folder.path / "engine").exists(), "the engine's home stays behind"
+    results = (folder.path / "workspace" / ".git" / "attacks.log").read_text()
     lines = dict(line.split(": ", 1) for line in results.splitlines())
     assert lines.pop("planted") == "done"
     assert lines and all(value == "blocked" for value in lines.values()), results
@@ -167,7 +169,8 @@ def test_a_hostile_review_cannot_steer_the_phase_that_posts(
     clone_id = owner.start(f"you/app#{number}")
     done = owner.wait(clone_id, State.DONE, State.FAILED)
     folder = RunFolder(owner.home.clones_dir / clone_id)
-    results = (folder.path / "engine" / "home" / "attacks.log").read_text()
+    assert not (folder.path / "engine").exists(), "the engine's home stays behind"
+    results = (folder.path / "workspace" / ".git" / "attacks.log").read_text()
     assert "SUCCEEDED" not in results, results
     assert done.state is State.DONE, done.report
     assert done.handoffs == 2

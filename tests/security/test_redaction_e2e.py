@@ -19,6 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import State
+from shadowclone_fake_launch.keeper import OUTPUT_FILE
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripted import Fail, Run, Say, Step, Write
 
 from tests.cli.test_clone_e2e import SECRET, Owner
@@ -29,7 +31,7 @@ AUTH_JSON = json.dumps(
     {"tokens": {"refresh_token": REFRESH, "account_id": "acct"}, "last_refresh": "never"}
 )
 FORMS = ("plain", "spaced", "percent", "base64", "json-escaped", "split-lines", "split-writes")
-PLACES = ("say", "run", "fail", "write", "commit-message")
+PLACES = ("say", "run", "fail", "write", "commit-message", "home", "stderr")
 
 
 def write_secrets(owner: Owner, extra: str) -> None:
@@ -104,6 +106,10 @@ def script_for(secrets: dict[str, str], chosen: list[tuple[str, str, str, int]])
             steps.append(Run(f"printf '%s\\n' {json.dumps(text)}"))
         elif place == "write":
             steps.append(Write(f"leak{number}.txt", f"key = {text}\n"))
+        elif place == "home":  # the engine's own files, outside the workspace
+            steps.append(Run(f"printf '%s\\n' {json.dumps(text)} > \"$HOME/.leak{number}\""))
+        elif place == "stderr":  # a program of the engine's writing to its stderr
+            steps.append(Run(f"printf '%s\\n' {json.dumps(text)} >&2"))
         elif place == "commit-message":
             steps.append(Run(f"git add -A && git commit -qm {json.dumps('note ' + text)} || true"))
         else:
@@ -118,11 +124,15 @@ def everything_that_left(owner: Owner, clone_id: str, number: int) -> dict[str, 
     files, what the CLI shows, and all GitHub got (its branch's files and messages, its pull
     request, the comments on its issue)."""
     folder = RunFolder(owner.home.clones_dir / clone_id)
+    workspace = folder.path / "workspace"
     places = {
-        f"run folder {path.name}": path.read_text(errors="replace")
-        for path in folder.path.iterdir()
-        if path.is_file()
+        f"run folder {path.relative_to(folder.path)}": path.read_text(errors="replace")
+        for path in folder.path.rglob("*")
+        if path.is_file() and not path.is_symlink() and workspace not in path.parents
     }
+    output = FakeLauncher(default_state_dir()).clone_folder(clone_id) / OUTPUT_FILE
+    places["the clone's output"] = output.read_text(errors="replace") if output.exists() else ""
+    assert not (folder.path / "engine").exists(), "the engine's corner stays behind"
     lines = places.get("run folder progress.jsonl", "").splitlines()
     texts = [json.loads(line).get("text", "") for line in lines if line.strip()]
     places["progress texts, joined"] = "".join(texts)

@@ -9,6 +9,7 @@ the final line is written, and every line passes `redact_secrets` first.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import os
@@ -62,7 +63,11 @@ from shadowclone.run.github import GithubClient
 from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
 from shadowclone.run.inbox import delivered, set_on_stop
 from shadowclone.run.progress import AskRelay, ProgressWriter
-from shadowclone.run.redact import Redactor, redact_output, redact_tokens
+from shadowclone.run.redact import (
+    RedactedDescriptors,
+    Redactor,
+    redact_tokens,
+)
 from shadowclone.run.save import Saved, save
 from shadowclone.run.secrets import Secrets
 from shadowclone.run.target import Mode, Plan, resolve
@@ -134,6 +139,8 @@ class CloneRun:
         self.workspace: Workspace | None = None
         self.client: GithubClient | None = None
         self.state_dirs: list[Path] = []
+        self._finished = False
+        """The final line is written: no later phase needs the engine's corner."""
 
     async def run(self) -> int:
         self._prepare_engine_area()
@@ -166,6 +173,10 @@ class CloneRun:
             await self.ask_service.close()
             for state_dir in self.state_dirs:
                 self.identity.remove(state_dir)
+            if self._finished:
+                # The engine's home, its leftovers and its outbox: nothing it wrote (a secret
+                # it printed into a file, its tools' caches) stays in the run folder.
+                self.identity.remove(self.engine_area)
             if self.client is not None:
                 self.client.close()
 
@@ -302,6 +313,7 @@ class CloneRun:
                         Outcome.FAILED, f"could not save: {error}", result.last_text
                     )
         report = self.report(result, reviews, saved)
+        self._finished = True
         self.progress.final(result.outcome, saved.pr_url if saved else None, report)
         return 0 if result.outcome in (Outcome.DONE, Outcome.STOPPED) else 1
 
@@ -719,7 +731,24 @@ async def run_clone(
         ProgressWriter(folder, redact_tokens).final(Outcome.FAILED, None, str(error))
         return 1
     if own_output_redacted:
-        redact_output(Redactor(secrets.all_values()))  # what a launcher keeps of a failed clone
+        # What a launcher keeps of a failed clone: this process's output and its children's,
+        # to the last line it prints on its way out.
+        atexit.register(RedactedDescriptors(Redactor(secrets.all_values())).close)
+    return await _run_clone(
+        folder, request, secrets, workspace_path, registry, identity, egress_proxy, login_state
+    )
+
+
+async def _run_clone(
+    folder: RunFolder,
+    request: Request,
+    secrets: Secrets,
+    workspace_path: Path | None,
+    registry: Registry | None,
+    identity: EngineIdentity | None,
+    egress_proxy: str | None,
+    login_state: Path | None,
+) -> int:
     if request.mode is RunMode.CHECK:
         from shadowclone.run.check import run_check
 

@@ -32,13 +32,15 @@ from __future__ import annotations
 
 import base64
 import bisect
+import codecs
 import functools
 import io
 import json
-import logging
+import os
 import re
 import string
 import sys
+import threading
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TextIO
@@ -271,17 +273,58 @@ class RedactingWriter(io.TextIOBase):
     def fileno(self) -> int:
         return self._stream.fileno()
 
+    @property
+    def pending(self) -> bool:
+        """Part of a line is held back, for the rest of it."""
+        return bool(self._pending)
 
-def redact_output(redactor: Redactor) -> None:
-    """From now on, everything this process prints (stdout, stderr, its log, a traceback)
-    passes `redactor` first."""
-    for name in ("stdout", "stderr"):
-        old = getattr(sys, name)
-        new = RedactingWriter(old, redactor)
-        setattr(sys, name, new)
-        for handler in logging.getLogger().handlers:
-            if isinstance(handler, logging.StreamHandler) and handler.stream is old:
-                handler.setStream(new)
+
+class RedactedDescriptors:
+    """Descriptors 1 and 2 of this process, and so of every process it starts from now on (git,
+    a review's checks, anything the engine leaves writing to them), lead into pipes; a thread
+    per pipe writes what comes, redacted, to where they led before. Only this process holds
+    those: nothing a child writes reaches the launcher's log unredacted."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._threads: list[threading.Thread] = []
+        self._writers: list[RedactingWriter] = []
+        for target in (1, 2):
+            (sys.stdout if target == 1 else sys.stderr).flush()
+            original = os.dup(target)  # not inherited: no child gets the way around
+            read_end, write_end = os.pipe()
+            os.dup2(write_end, target)
+            os.close(write_end)
+            stream = open(original, "w", encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115
+            writer = RedactingWriter(stream, redactor)
+            thread = threading.Thread(
+                target=_copy, args=(read_end, writer), name=f"redact-fd{target}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+            self._writers.append(writer)
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Flush what this process wrote, let go of the pipes, and wait (a while) for what
+        children still write to come through."""
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        null = os.open(os.devnull, os.O_WRONLY)
+        for target in (1, 2):
+            os.dup2(null, target)
+        os.close(null)
+        for thread in self._threads:
+            thread.join(timeout_s)
+
+
+def _copy(source: int, writer: RedactingWriter) -> None:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    with open(source, "rb", buffering=0) as pipe:
+        while chunk := pipe.read(65536):
+            writer.write(decoder.decode(chunk))
+            if not writer.pending:
+                writer.flush()
+    writer.write(decoder.decode(b"", final=True))
+    writer.flush()
 
 
 _PENDING_MAX = 64 * 1024
