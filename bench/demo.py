@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from shadowclone.fakes.github import FakeGitHub
 from shadowclone.run.github import GithubClient
+from shadowclone_fake_launch.fakes.github import FakeGitHub
 
 GOAL = 4.0
 GIT = ["git", "-c", "user.name=You", "-c", "user.email=you@example.com"]

@@ -29,13 +29,13 @@ from pathlib import Path
 import docker
 from shadowclone.config import HOME_VARIABLE, default_paths, init_config, load_config, set_value
 from shadowclone.config.schema import DEFAULT_IMAGE
-from shadowclone.fakes.github import FakeGitHub
-from shadowclone.fakes.models import FakeModelServer
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import SetupRecord
 from shadowclone.node.setups import write_setup
 from shadowclone.serve.loop import ServeSettings, serve_clones
+from shadowclone_fake_launch.fakes.github import FakeGitHub
+from shadowclone_fake_launch.fakes.models import FakeModelServer
 
 WAIT_S = 60.0
 LOGINS = {"claude": "claude-api-key", "codex": "openai-api-key"}

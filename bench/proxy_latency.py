@@ -27,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx2
-from shadowclone.fakes.models import FakeModelServer, ModelRequest, Reply, Text
 from shadowclone.proxy import PLACEHOLDERS
+from shadowclone_fake_launch.fakes.models import FakeModelServer, ModelRequest, Reply, Text
 
 REQUEST = {
     "model": "bench",

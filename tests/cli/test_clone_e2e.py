@@ -14,9 +14,9 @@ from pathlib import Path
 import attrs
 import pytest
 from shadowclone.config import Paths, set_value
-from shadowclone.fakes.github import FakeGitHub
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
+from shadowclone_fake_launch.fakes.github import FakeGitHub
 from shadowclone_fake_launch.scripted import Run, Say, Sleep, Step, Write, script_json
 
 from tests.conftest import CliResult, set_up

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 from tests.conftest import run_shadowclone
 
@@ -16,3 +20,32 @@ def test_the_demo_runs_a_whole_clone_and_prints_its_pull_request() -> None:
     assert re.search(r"pull request http://127\.0\.0\.1:\d+/you/hello/pull/\d+", out)
     assert "Hello, in a friendly style!" in out
     assert "final report" in out and "outcome: done" in out
+
+
+def test_without_the_fake_launchers_distribution_the_demo_names_the_package_to_add(
+    tmp_path: Path,
+) -> None:
+    """The fakes ship apart from the core: an install without them gets one line saying what to
+    add, and leaves no temporary home behind."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            # An import of a name mapped to None raises ImportError, as a missing package does.
+            "import sys; sys.modules['shadowclone_fake_launch'] = None\n"
+            "from shadowclone.cli import entry; entry()",
+            "demo",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "needs the shadowclone-fake-launch distribution" in lines[0]
+    assert "--with shadowclone-fake-launch" in lines[0]
+    assert "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []

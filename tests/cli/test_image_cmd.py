@@ -14,6 +14,7 @@ import pytest
 import yaml
 from shadowclone.cli import image_cmd
 from shadowclone.cli.image_cmd import (
+    DEMO_PACKAGES,
     IMAGE_PACKAGES,
     BuildPlan,
     ImageBuildError,
@@ -22,6 +23,7 @@ from shadowclone.cli.image_cmd import (
     prepare_context,
 )
 from shadowclone.config import Paths
+from shadowclone.config.schema import DEMO_IMAGE
 
 SOURCE = Path(__file__).resolve().parents[2]
 WORKFLOW = SOURCE / ".github" / "workflows" / "release.yml"
@@ -65,11 +67,16 @@ def test_the_context_holds_the_image_files_wheels_requirements_and_authorities(
 
     assert (context / "Dockerfile").read_text() == (SOURCE / "image" / "Dockerfile").read_text()
     assert os.access(context / "clone-entry", os.X_OK)
-    wheels = packages.split()
-    assert len(wheels) == len(IMAGE_PACKAGES)
-    for wheel, name in zip(wheels, IMAGE_PACKAGES, strict=True):
-        assert wheel.startswith(f"./{name.replace('-', '_')}-") and wheel.endswith(".whl")
-        assert (context / "packages" / wheel).is_file()
+    for argument, names in (
+        ("SHADOWCLONE_PACKAGES", IMAGE_PACKAGES),
+        ("DEMO_PACKAGES", DEMO_PACKAGES),
+    ):
+        wheels = packages[argument].split()
+        assert len(wheels) == len(names)
+        for wheel, name in zip(wheels, names, strict=True):
+            assert wheel.startswith(f"./{name.replace('-', '_')}-") and wheel.endswith(".whl")
+            assert (context / "packages" / wheel).is_file()
+    assert "shadowclone-fake-launch" not in IMAGE_PACKAGES, "the clone image has no test fakes"
     requirements = (context / "packages" / "requirements.txt").read_text()
     assert re.search(r"^attrs==\S+", requirements, re.MULTILINE), "pinned from uv.lock"
     assert "shadowclone" not in requirements, "the workspace's own come as wheels"
@@ -108,6 +115,11 @@ def test_the_docker_command() -> None:
     assert "--push" in argv
 
 
+def calls(record: Path) -> int:
+    """How many times the stand-in docker ran."""
+    return len(Path(f"{record}.count").read_text())
+
+
 @pytest.fixture
 def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A `docker` first on PATH that records its arguments and the context it was given."""
@@ -122,6 +134,7 @@ def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "files = sorted(os.path.relpath(os.path.join(d, f), context)\n"
         "               for d, _, fs in os.walk(context) for f in fs)\n"
         f"json.dump({{'argv': sys.argv[1:], 'files': files}}, open({str(record)!r}, 'w'))\n"
+        f"open({str(record) + '.count'!r}, 'a').write('x')\n"
         "sys.exit(int(os.environ.get('FAKE_DOCKER_EXIT', '0')))\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
@@ -138,13 +151,14 @@ def test_image_build_runs_docker_build_on_the_prepared_context(
     assert "built mine:dev" in out
     call = json.loads(fake_docker.read_text())
     argv = call["argv"]
-    assert argv[:5] == ["build", "--tag", "mine:dev", "--network", "host"]
+    assert argv[:7] == ["build", "--tag", "mine:dev", "--target", "clone", "--network", "host"]
     build_args = [argv[i + 1] for i, a in enumerate(argv) if a == "--build-arg"]
     args = dict(a.split("=", 1) for a in build_args)
     assert args["BASE_IMAGE"] == "shadowclone-base:bookworm"
     for name, version in engine_versions(SOURCE).items():
         assert args[name] == version
     assert len(args["SHADOWCLONE_PACKAGES"].split()) == len(IMAGE_PACKAGES)
+    assert calls(fake_docker) == 1, "no demo image unless asked"
     assert "Dockerfile" in call["files"] and "packages/requirements.txt" in call["files"]
     assert not Path(argv[-1]).exists(), "the context is a temporary folder, removed after"
 
@@ -170,8 +184,30 @@ def test_a_failed_docker_build_is_one_line_and_exit_1(
     assert image_cmd.main(["build", "--tag", "x:1"]) == 1
     _, err = capsys.readouterr()
     assert err.strip().splitlines()[-1] == (
-        "shadowclone: docker build of x:1 failed (exit 3); see above"
+        "shadowclone: docker build of the clone image x:1 failed (exit 3); see above"
     )
+
+
+def test_image_build_demo_builds_the_demo_stage_on_the_clone_image(
+    fake_docker: Path, home: Paths, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert image_cmd.main(["build", "--tag", "mine:dev", "--demo"]) == 0
+    out, _ = capsys.readouterr()
+    assert f"built mine:dev and {DEMO_IMAGE}" in out
+    assert calls(fake_docker) == 2
+    argv = json.loads(fake_docker.read_text())["argv"]
+    assert argv[:5] == ["build", "--tag", DEMO_IMAGE, "--target", "demo"]
+    build_args = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--build-arg")
+    assert build_args["DEMO_PACKAGES"].startswith("./shadowclone_fake_launch-")
+
+
+def test_the_demo_image_is_never_pushed(
+    fake_docker: Path, home: Paths, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert image_cmd.main(["build", "--tag", "x:1", "--demo", "--push"]) == 1
+    _, err = capsys.readouterr()
+    assert "drop --demo or --push" in err.strip().splitlines()[-1]
+    assert not fake_docker.exists(), "nothing was built"
 
 
 # --------------------------------------------------------------------------- release.yml

@@ -9,13 +9,16 @@ from collections.abc import Iterator
 import docker
 import docker.errors
 import pytest
-from shadowclone.config.schema import DEFAULT_IMAGE
+from shadowclone.config.schema import DEFAULT_IMAGE, DEMO_IMAGE
 from shadowclone_docker_launch.launcher import LABEL_SCOPE
 
 from tests.conftest import skip_or_fail
 
-IMAGE = os.environ.get("SHADOWCLONE_TEST_IMAGE", DEFAULT_IMAGE)
-"""The clone image scripts/build-image builds."""
+IMAGE = os.environ.get("SHADOWCLONE_TEST_IMAGE", DEMO_IMAGE)
+"""The demo image scripts/build-image builds: the clone image plus the scripted engine, which
+most Docker tests play."""
+PRODUCTION_IMAGE = os.environ.get("SHADOWCLONE_TEST_PRODUCTION_IMAGE", DEFAULT_IMAGE)
+"""The clone image owners run, which the demo image is built on."""
 
 
 def docker_client() -> docker.DockerClient:
@@ -29,12 +32,12 @@ def docker_client() -> docker.DockerClient:
     return client
 
 
-def clone_image(client: docker.DockerClient) -> str:
+def clone_image(client: docker.DockerClient, name: str = IMAGE) -> str:
     try:
-        client.images.get(IMAGE)
+        client.images.get(name)
     except docker.errors.ImageNotFound:
-        skip_or_fail(f"the clone image {IMAGE} is missing; run scripts/build-image")
-    return IMAGE
+        skip_or_fail(f"the image {name} is missing; run scripts/build-image")
+    return name
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +48,11 @@ def client() -> docker.DockerClient:
 @pytest.fixture(scope="session")
 def image(client: docker.DockerClient) -> str:
     return clone_image(client)
+
+
+@pytest.fixture(scope="session")
+def production_image(client: docker.DockerClient) -> str:
+    return clone_image(client, PRODUCTION_IMAGE)
 
 
 def leftovers(client: docker.DockerClient) -> set[str]:

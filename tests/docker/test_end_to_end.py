@@ -16,9 +16,15 @@ import docker
 import docker.errors
 import pytest
 from shadowclone.config import HOME_VARIABLE, Paths, default_paths, init_config, set_value
-from shadowclone.fakes.chatgpt import TOKEN_PATH, FakeChatgptLogin
-from shadowclone.fakes.github import FakeGitHub
-from shadowclone.fakes.models import (
+from shadowclone.node.local import LocalNode, local_node
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import Record, State
+from shadowclone.plugin import Outcome
+from shadowclone.serve.loop import ServeSettings
+from shadowclone_docker_launch.launcher import DockerLauncher, container_name
+from shadowclone_fake_launch.fakes.chatgpt import TOKEN_PATH, FakeChatgptLogin
+from shadowclone_fake_launch.fakes.github import FakeGitHub
+from shadowclone_fake_launch.fakes.models import (
     CallTool,
     FakeModelServer,
     Hang,
@@ -27,12 +33,6 @@ from shadowclone.fakes.models import (
     Shell,
     Text,
 )
-from shadowclone.node.local import LocalNode, local_node
-from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import Record, State
-from shadowclone.plugin import Outcome
-from shadowclone.serve.loop import ServeSettings
-from shadowclone_docker_launch.launcher import DockerLauncher, container_name
 
 from tests.conftest import set_up
 from tests.serve.conftest import ServeProcess, serving

@@ -15,9 +15,9 @@ import json
 import shlex
 
 import pytest
-from shadowclone.fakes.models import Shell, Text
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import State
+from shadowclone_fake_launch.fakes.models import Shell, Text
 
 from tests.docker.test_end_to_end import (  # noqa: F401 - the fixture
     ANTHROPIC_KEY,

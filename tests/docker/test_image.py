@@ -1,7 +1,7 @@
 """The clone image scripts/build-image built from image/Dockerfile: an entry point that
 drops root for the `clone` user, an `engine` user the run program starts the engine as, the
 engines at the pinned versions, this checkout's shadowclone, and the run program as the entry
-point's command."""
+point's command; the test fakes and the scripted engine only in the demo image on top."""
 
 from __future__ import annotations
 
@@ -53,6 +53,27 @@ def test_the_image_has_the_pinned_engines_git_and_this_shadowclone(
         image,
         "python",
         "-c",
-        "import shadowclone_claude, shadowclone_codex, shadowclone_fake_launch; print('ok')",
+        "import shadowclone_claude, shadowclone_codex; print('ok')",
     )
     assert plugins == "ok"
+
+
+def test_the_clone_image_has_no_test_fakes_and_the_demo_image_adds_only_them(
+    client: docker.DockerClient, image: str, production_image: str
+) -> None:
+    probe = (
+        "import importlib.util as u; "
+        "print(' '.join(m for m in ('shadowclone', 'shadowclone_claude', 'shadowclone_codex', "
+        "'shadowclone.fakes', 'shadowclone_fake_launch') if u.find_spec(m)))"
+    )
+    assert run(client, production_image, "python", "-c", probe) == (
+        "shadowclone shadowclone_claude shadowclone_codex"
+    )
+    assert run(client, image, "python", "-c", probe) == (
+        "shadowclone shadowclone_claude shadowclone_codex shadowclone_fake_launch"
+    )
+    fakes = "import shadowclone_fake_launch.fakes.github, shadowclone_fake_launch.scripted"
+    assert run(client, image, "python", "-c", fakes + "; print('ok')") == "ok"
+    base = client.images.get(production_image).attrs["RootFS"]["Layers"]
+    demo = client.images.get(image).attrs["RootFS"]["Layers"]
+    assert demo[: len(base)] == base, "the demo image is built on the clone image"

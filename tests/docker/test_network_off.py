@@ -13,10 +13,10 @@ from typing import Any
 
 import docker
 import pytest
-from shadowclone.fakes.github import FakeGitHub
-from shadowclone.fakes.models import FakeModelServer
 from shadowclone.plugin import CloneState, LaunchSpec, NetworkMode
 from shadowclone_docker_launch.launcher import DockerLauncher
+from shadowclone_fake_launch.fakes.github import FakeGitHub
+from shadowclone_fake_launch.fakes.models import FakeModelServer
 
 WAIT_S = 60.0
 HOST = "host.docker.internal"

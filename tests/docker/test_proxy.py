@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from shadowclone.fakes.models import FakeModelServer
 from shadowclone_docker_launch import proxy
+from shadowclone_fake_launch.fakes.models import FakeModelServer
 
 WAIT_S = 30.0
 TOKEN = "egress-token-0123456789"

@@ -18,9 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from shadowclone.fakes.models import CallTool, FakeModelServer, Reply, Shell, Text
 from shadowclone.plugin.types import EngineTask
 from shadowclone_claude.driver import command_line, engine_env
+from shadowclone_fake_launch.fakes.models import CallTool, FakeModelServer, Reply, Shell, Text
 
 from tests.engines.conftest import ENGINES_BIN
 from tests.engines.scenarios import STAND_IN_ASK_SERVER, git_workspace

@@ -21,7 +21,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from shadowclone.fakes.models import CallTool, FakeModelServer, Reply, Shell, Text
 from shadowclone.plugin.types import (
     EngineEvent,
     EngineSession,
@@ -32,6 +31,7 @@ from shadowclone.plugin.types import (
 )
 from shadowclone_codex.driver import CodexEngine
 from shadowclone_codex.rpc import wire
+from shadowclone_fake_launch.fakes.models import CallTool, FakeModelServer, Reply, Shell, Text
 
 from tests.engines.conftest import ENGINES_BIN
 from tests.engines.scenarios import STAND_IN_ASK_SERVER, git_workspace

@@ -38,7 +38,6 @@ from typing import Any, ClassVar, TypeVar
 import attrs
 import psutil
 import pytest
-from shadowclone.fakes.models import CallTool, FakeModelServer, ModelRequest, Shell, Text
 from shadowclone.node import files, schemas
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
@@ -66,6 +65,13 @@ from shadowclone.plugin.types import (
 from shadowclone.run.ask import DEFAULT_TIMEOUT_S, SERVER_NAME, TOOL_NAME, ask_command
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.redact import Redactor
+from shadowclone_fake_launch.fakes.models import (
+    CallTool,
+    FakeModelServer,
+    ModelRequest,
+    Shell,
+    Text,
+)
 
 from tests.engines.stand_in_ask_server import ANSWER_PREFIX
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 from shadowclone.errors import Refused
-from shadowclone.fakes.models import ApiError, FakeModelServer, Text
 from shadowclone.plugin.types import Engine, EngineTask, Outcome, TextEvent, TurnEndedEvent
 from shadowclone_claude import shadowclone_engines
 from shadowclone_claude.driver import engine_env
+from shadowclone_fake_launch.fakes.models import ApiError, FakeModelServer, Text
 
 from tests.engines.scenarios import EngineScenarios, Harness
 

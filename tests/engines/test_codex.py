@@ -8,7 +8,6 @@ import tomllib
 import attrs
 import pytest
 from shadowclone.errors import Refused
-from shadowclone.fakes.models import CallTool, FakeModelServer, Text
 from shadowclone.plugin.types import (
     Engine,
     EngineSession,
@@ -19,6 +18,7 @@ from shadowclone.plugin.types import (
 )
 from shadowclone_codex import shadowclone_engines
 from shadowclone_codex.config import ASK_SERVER, config_document
+from shadowclone_fake_launch.fakes.models import CallTool, FakeModelServer, Text
 
 from tests.engines.scenarios import EngineScenarios, Harness
 

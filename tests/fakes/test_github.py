@@ -16,7 +16,7 @@ import attrs
 import github
 import github.Auth
 import pytest
-from shadowclone.fakes.github import FakeGitHub
+from shadowclone_fake_launch.fakes.github import FakeGitHub
 
 
 @attrs.frozen

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from shadowclone.fakes.models import (
+from shadowclone_fake_launch.fakes.models import (
     CallTool,
     FakeModelServer,
     Hang,

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from shadowclone.config import Paths
-from shadowclone.fakes.models import CallTool, FakeModelServer, Reply, Text
 from shadowclone.node.runfolder import run_folders
+from shadowclone_fake_launch.fakes.models import CallTool, FakeModelServer, Reply, Text
 
 from tests.conftest import set_up
 

@@ -15,8 +15,6 @@ import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shadowclone.fakes.chatgpt import ACCOUNT_ID, FakeChatgptLogin, unsigned_jwt
-from shadowclone.fakes.models import FakeModelServer
 from shadowclone.proxy import LoginError, ModelProxy, credential_for_login, engine_files
 from shadowclone.proxy.chatgpt import (
     EXPIRED_HELP,
@@ -25,6 +23,8 @@ from shadowclone.proxy.chatgpt import (
     STATE_FILE,
     ChatgptCredential,
 )
+from shadowclone_fake_launch.fakes.chatgpt import ACCOUNT_ID, FakeChatgptLogin, unsigned_jwt
+from shadowclone_fake_launch.fakes.models import FakeModelServer
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,6 @@ import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shadowclone.fakes.models import ApiError, FakeModelServer, Hang, ModelRequest, Text
 from shadowclone.proxy import (
     ENGINE_AUTH_HEADERS,
     PLACEHOLDERS,
@@ -32,6 +31,7 @@ from shadowclone.proxy import (
     credential_for_login,
 )
 from shadowclone.proxy.server import HOP_BY_HOP, REQUEST_DROPPED, refusal, upstream_headers
+from shadowclone_fake_launch.fakes.models import ApiError, FakeModelServer, Hang, ModelRequest, Text
 
 from tests.conftest import ENGINES_BIN, skip_or_fail
 

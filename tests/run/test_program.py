@@ -12,8 +12,6 @@ from typing import Any
 
 import attrs
 import pytest
-from shadowclone.fakes.github import FakeGitHub
-from shadowclone.fakes.models import FakeModelServer, Hang, Reply, Shell, Text
 from shadowclone.node import files
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
@@ -29,6 +27,8 @@ from shadowclone.node.schemas import (
 from shadowclone.node.target import Target
 from shadowclone.plugin.types import Outcome
 from shadowclone.run.program import run_clone
+from shadowclone_fake_launch.fakes.github import FakeGitHub
+from shadowclone_fake_launch.fakes.models import FakeModelServer, Hang, Reply, Shell, Text
 
 ANTHROPIC_KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
 

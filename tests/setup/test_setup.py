@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from shadowclone.config import Paths, set_value
-from shadowclone.fakes.github import FakeGitHub
 from shadowclone.node.setups import read_setup
+from shadowclone_fake_launch.fakes.github import FakeGitHub
 
 from tests.conftest import CliResult
 

@@ -18,29 +18,47 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.text import Text
 
 from shadowclone.cli.app import App, format_progress, pass_app
 from shadowclone.config import Paths, default_paths, init_config, load_config, set_value
-from shadowclone.config.schema import DEFAULT_IMAGE
+from shadowclone.config.schema import DEMO_IMAGE
 from shadowclone.errors import ShadowcloneError
-from shadowclone.fakes.github import FakeGitHub
 from shadowclone.node.local import LocalNode
 from shadowclone.node.schemas import ProgressKind, SetupRecord, State
 from shadowclone.node.setups import write_setup
 from shadowclone.plugin.types import Outcome
+
+if TYPE_CHECKING:
+    from shadowclone_fake_launch.fakes.github import FakeGitHub
 
 REPO = "you/hello"
 ISSUE_TITLE = "Add a greeting for new contributors"
 ISSUE_BODY = "New contributors should be greeted. Add a GREETING.md with a short greeting."
 ANSWER = "friendly"
 DEMO_TIMEOUT_S = 300.0
+DEMO_DISTRIBUTION = "shadowclone-fake-launch"
+"""Holds the fake GitHub, the fake launcher and the scripted engine: kept out of the core, which
+every owner installs, since only the demo and the tests need them."""
 
 
 class DemoFailed(ShadowcloneError):
     """Something the demo promises did not happen."""
+
+
+def _fake_github() -> type[FakeGitHub]:
+    try:
+        from shadowclone_fake_launch.fakes.github import FakeGitHub
+    except ImportError:
+        raise DemoFailed(
+            f"the demo needs the {DEMO_DISTRIBUTION} distribution (the fake GitHub, the fake "
+            f"launcher and the scripted engine): add it with `uv tool install shadowclone "
+            f"--with {DEMO_DISTRIBUTION}` or `pipx inject shadowclone {DEMO_DISTRIBUTION}`"
+        ) from None
+    return FakeGitHub
 
 
 @contextlib.contextmanager
@@ -122,8 +140,8 @@ def _docker_host_address(image: str) -> str:
     if done.returncode != 0 or not done.stdout.split():
         detail = (done.stderr.strip().splitlines() or ["no address"])[-1]
         raise DemoFailed(
-            f"cannot run the clone image {image} ({detail}); build it with "
-            "`shadowclone image build`"
+            f"cannot run the demo image {image} ({detail}); build it with "
+            "`shadowclone image build --demo`"
         )
     return done.stdout.split()[0]
 
@@ -137,7 +155,11 @@ def _docker_host_address(image: str) -> str:
     show_default=True,
     help="fake: the clone runs as a local process; docker: in a container of the clone image.",
 )
-@click.option("--image", help="With --launcher docker: the clone image (default: the config's).")
+@click.option(
+    "--image",
+    help=f"With --launcher docker: an image with the scripted engine (default: {DEMO_IMAGE}, "
+    "which `shadowclone image build --demo` builds).",
+)
 @pass_app
 def demo(app: App, keep: bool, launcher: str, image: str | None) -> None:
     """Run one whole clone against a local fake GitHub: no account, and no Docker unless
@@ -151,11 +173,12 @@ def demo(app: App, keep: bool, launcher: str, image: str | None) -> None:
     previous_home = os.environ.get("SHADOWCLONE_HOME")
     os.environ["SHADOWCLONE_HOME"] = str(root)
     try:
+        fake_github = _fake_github()
         host = "127.0.0.1"
         if launcher == "docker":
-            image = image or DEFAULT_IMAGE
+            image = image or DEMO_IMAGE
             host = _docker_host_address(image)
-        with FakeGitHub(root / "github", host=host) as github:
+        with fake_github(root / "github", host=host) as github:
             paths, number = _prepare(root, github, launcher, image)
             out.print(Text.assemble(("shadowclone demo", "bold"), f"  home {root}"))
             out.print(f"fake GitHub at {github.url}: {REPO} with issue #{number} {ISSUE_TITLE!r}")

@@ -23,18 +23,17 @@ import click
 
 from shadowclone.cli.app import App, pass_app
 from shadowclone.config import load_config
-from shadowclone.config.schema import DEFAULT_IMAGE
+from shadowclone.config.schema import DEFAULT_IMAGE, DEMO_IMAGE
 from shadowclone.errors import ConfigError, ShadowcloneError
 
 DEFAULT_BASE = "debian:bookworm-slim"
-IMAGE_PACKAGES = (
-    "shadowclone",
-    "shadowclone-claude",
-    "shadowclone-codex",
-    "shadowclone-fake-launch",
-)
-"""The distributions the clone needs inside: the run program, both engines, and the scripted
-engine (image smoke tests and the launcher contract tests play their scripts in the image)."""
+IMAGE_PACKAGES = ("shadowclone", "shadowclone-claude", "shadowclone-codex")
+"""The distributions the clone needs inside: the run program and both engines."""
+DEMO_PACKAGES = ("shadowclone-fake-launch",)
+"""What the demo image adds: the scripted engine, which the demo and the Docker tests play
+(with the test fakes of the same distribution, kept out of the image owners run)."""
+STAGES = {"clone": "the clone image", "demo": "the demo image"}
+"""The Dockerfile's stages this command builds."""
 ENGINE_PINS = {"CLAUDE_CODE_VERSION": "CLAUDE_VERSION", "CODEX_VERSION": "CODEX_VERSION"}
 """Build argument of the Dockerfile -> variable of scripts/install-engines that pins it."""
 
@@ -55,11 +54,14 @@ class BuildPlan:
     platform: str | None = None
     push: bool = False
     quiet: bool = False
+    target: str | None = None
 
     def command(self, docker: str = "docker") -> list[str]:
         buildx = self.platform is not None or self.push
         argv = [docker, "buildx", "build"] if buildx else [docker, "build"]
         argv += ["--tag", self.tag]
+        if self.target:
+            argv += ["--target", self.target]
         if self.network:
             argv += ["--network", self.network]
         if self.platform:
@@ -127,10 +129,10 @@ def prepare_context(
     context: Path,
     ca_certs: Sequence[Path] = (),
     uv: Sequence[str] | None = None,
-) -> str:
+) -> dict[str, str]:
     """Fill `context` with image/, ca-certificates/ and packages/ (wheels and
-    requirements.txt); returns the SHADOWCLONE_PACKAGES build argument (the wheels, relative
-    to packages/)."""
+    requirements.txt); returns the SHADOWCLONE_PACKAGES and DEMO_PACKAGES build arguments (the
+    wheels, relative to packages/)."""
     uv = list(uv or uv_command())
     shutil.copytree(source / "image", context, dirs_exist_ok=True)
     authorities = context / "ca-certificates"
@@ -152,8 +154,15 @@ def prepare_context(
     for name in IMAGE_PACKAGES:
         export += ["--package", name]
     _run([*export, "--output-file", str(packages / "requirements.txt")], "uv export")
+    return {
+        "SHADOWCLONE_PACKAGES": _wheels(packages, IMAGE_PACKAGES),
+        "DEMO_PACKAGES": _wheels(packages, DEMO_PACKAGES),
+    }
+
+
+def _wheels(packages: Path, names: Sequence[str]) -> str:
     wheels = []
-    for name in IMAGE_PACKAGES:
+    for name in names:
         found = sorted(packages.glob(f"{name.replace('-', '_')}-*.whl"))
         if len(found) != 1:
             raise ImageBuildError(f"uv build made {len(found)} wheels of {name}, not one")
@@ -180,9 +189,15 @@ def build_image(
     push: bool = False,
     quiet: bool = False,
     ca_certs: Sequence[Path] = (),
+    demo_tag: str | None = None,
 ) -> None:
-    """Build (and with `push`, publish) the clone image from a checkout of shadowclone;
-    `ca_certs` are certificate authorities the image trusts besides Debian's."""
+    """Build (and with `push`, publish) the clone image from a checkout of shadowclone, and
+    with `demo_tag` the demo image on top of it; `ca_certs` are certificate authorities the
+    image trusts besides Debian's."""
+    if demo_tag is not None and push:
+        raise ImageBuildError(
+            "the demo image is built for this machine only: drop --demo or --push"
+        )
     docker = shutil.which("docker")
     if docker is None:
         raise ImageBuildError("building the image needs the docker CLI; install Docker first")
@@ -192,19 +207,25 @@ def build_image(
     with tempfile.TemporaryDirectory(prefix="shadowclone-image-") as folder:
         context = Path(folder)
         packages = prepare_context(source, context, ca_certs)
-        plan = BuildPlan(
-            tag=tag,
-            base=base,
-            context=context,
-            build_args={**engine_versions(source), "SHADOWCLONE_PACKAGES": packages},
-            network=network,
-            platform=platform,
-            push=push,
-            quiet=quiet,
-        )
-        done = subprocess.run(plan.command(docker), check=False)
-    if done.returncode != 0:
-        raise ImageBuildError(f"docker build of {tag} failed (exit {done.returncode}); see above")
+        builds = {"clone": tag} | ({"demo": demo_tag} if demo_tag else {})
+        for target, name in builds.items():
+            plan = BuildPlan(
+                tag=name,
+                base=base,
+                context=context,
+                build_args={**engine_versions(source), **packages},
+                network=network,
+                target=target,
+                platform=platform,
+                push=push,
+                quiet=quiet,
+            )
+            done = subprocess.run(plan.command(docker), check=False)
+            if done.returncode != 0:
+                raise ImageBuildError(
+                    f"docker build of {STAGES[target]} {name} failed (exit {done.returncode}); "
+                    "see above"
+                )
 
 
 @click.group()
@@ -235,6 +256,12 @@ def image() -> None:
 @click.option("--push", is_flag=True, help="Push the image after the build (buildx).")
 @click.option("--quiet", is_flag=True, help="Print only the image id.")
 @click.option(
+    "--demo",
+    is_flag=True,
+    help=f"Also build the demo image {DEMO_IMAGE}: the clone image with the scripted engine, "
+    "for `shadowclone demo --launcher docker`.",
+)
+@click.option(
     "--ca-cert",
     "ca_certs",
     multiple=True,
@@ -251,6 +278,7 @@ def build(
     platform: str | None,
     push: bool,
     quiet: bool,
+    demo: bool,
     ca_certs: tuple[Path, ...],
 ) -> None:
     """Build the clone image from image/Dockerfile, with this checkout's shadowclone inside."""
@@ -264,9 +292,10 @@ def build(
         push=push,
         quiet=quiet,
         ca_certs=ca_certs,
+        demo_tag=DEMO_IMAGE if demo else None,
     )
     if not quiet:
-        app.out.print(f"built {tag}")
+        app.out.print(f"built {tag}" + (f" and {DEMO_IMAGE}" if demo else ""))
 
 
 def main(argv: Sequence[str]) -> int:

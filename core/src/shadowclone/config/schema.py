@@ -7,6 +7,9 @@ import attrs
 from shadowclone import __version__
 
 DEFAULT_IMAGE = f"ghcr.io/shadowclone/clone:{__version__}"
+DEMO_IMAGE = f"shadowclone-demo:{__version__}"
+"""The clone image plus the scripted engine (`shadowclone image build --demo`): what
+`shadowclone demo --launcher docker` and the Docker tests run. Built locally, never published."""
 
 
 @attrs.frozen

@@ -16,11 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from shadowclone.fakes.github import git
-from shadowclone.fakes.github.records import ApiError, Comment, Issue, Repo, User, owner_of
+from shadowclone_fake_launch.fakes.github import git
+from shadowclone_fake_launch.fakes.github.records import (
+    ApiError,
+    Comment,
+    Issue,
+    Repo,
+    User,
+    owner_of,
+)
 
 if TYPE_CHECKING:
-    from shadowclone.fakes.github.server import FakeGitHub
+    from shadowclone_fake_launch.fakes.github.server import FakeGitHub
 
 API_PREFIX = "/api/v3"
 DOCS = "https://docs.github.com/rest"

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 import attrs
 
-from shadowclone.fakes.github import git, rest
-from shadowclone.fakes.github.records import (
+from shadowclone_fake_launch.fakes.github import git, rest
+from shadowclone_fake_launch.fakes.github.records import (
     ApiError,
     Comment,
     Issue,

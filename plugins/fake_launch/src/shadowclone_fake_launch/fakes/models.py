@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import attrs
 
-from shadowclone.fakes.chatgpt import TOKEN_PATH, FakeChatgptLogin
+from shadowclone_fake_launch.fakes.chatgpt import TOKEN_PATH, FakeChatgptLogin
 
 log = logging.getLogger(__name__)
 

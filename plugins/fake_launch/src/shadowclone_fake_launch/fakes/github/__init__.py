@@ -11,7 +11,7 @@ For example::
 
 from __future__ import annotations
 
-from shadowclone.fakes.github.records import (
+from shadowclone_fake_launch.fakes.github.records import (
     Comment,
     Issue,
     LoggedRequest,
@@ -19,7 +19,7 @@ from shadowclone.fakes.github.records import (
     PullFields,
     User,
 )
-from shadowclone.fakes.github.server import FakeGitHub
+from shadowclone_fake_launch.fakes.github.server import FakeGitHub
 
 __all__ = [
     "Comment",
