@@ -35,23 +35,28 @@ def test_the_source_is_this_checkout() -> None:
     assert find_source(SOURCE / "core" / "src") == SOURCE
 
 
-def test_outside_a_checkout_it_says_what_to_do(tmp_path: Path) -> None:
-    with pytest.raises(ImageBuildError, match="pass --source"):
-        find_source(tmp_path)
+def test_outside_a_checkout_there_is_no_source(tmp_path: Path) -> None:
+    """An installation from wheels builds from what is installed (tests/install)."""
+    assert find_source(tmp_path) is None
 
 
-def test_the_engines_are_the_ones_install_engines_pins() -> None:
-    script = (SOURCE / "scripts" / "install-engines").read_text(encoding="utf-8")
-    pins = dict(re.findall(r'^(CLAUDE_VERSION|CODEX_VERSION)="([^"]+)"', script, re.MULTILINE))
-    assert engine_versions(SOURCE) == {
-        "CLAUDE_CODE_VERSION": pins["CLAUDE_VERSION"],
-        "CODEX_VERSION": pins["CODEX_VERSION"],
+def test_the_engines_are_the_ones_install_engines_installs(tmp_path: Path) -> None:
+    """scripts/install-engines reads the pins the image uses: the tests run the image's
+    engines."""
+    pins = SOURCE / "core" / "src" / "shadowclone" / "image" / "engines.env"
+    text = pins.read_text(encoding="utf-8")
+    found = dict(re.findall(r'^(CLAUDE_VERSION|CODEX_VERSION)="([^"]+)"', text, re.MULTILINE))
+    assert engine_versions() == {
+        "CLAUDE_CODE_VERSION": found["CLAUDE_VERSION"],
+        "CODEX_VERSION": found["CODEX_VERSION"],
     }
+    script = (SOURCE / "scripts" / "install-engines").read_text(encoding="utf-8")
+    assert 'source "$root/core/src/shadowclone/image/engines.env"' in script
+    assert "_VERSION=" not in script, "no second pin"
 
 
-def test_a_script_without_pins_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "scripts").mkdir()
-    (tmp_path / "scripts" / "install-engines").write_text("CLAUDE_VERSION=latest\n")
+def test_a_pins_file_without_pins_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "engines.env").write_text("CLAUDE_VERSION=latest\n")
     with pytest.raises(ImageBuildError, match="no pinned CLAUDE_VERSION"):
         engine_versions(tmp_path)
 
@@ -65,7 +70,8 @@ def test_the_context_holds_the_image_files_wheels_requirements_and_authorities(
     context.mkdir()
     packages = prepare_context(SOURCE, context, [cert])
 
-    assert (context / "Dockerfile").read_text() == (SOURCE / "image" / "Dockerfile").read_text()
+    image = SOURCE / "core" / "src" / "shadowclone" / "image"
+    assert (context / "Dockerfile").read_text() == (image / "Dockerfile").read_text()
     assert os.access(context / "clone-entry", os.X_OK)
     for argument, names in (
         ("SHADOWCLONE_PACKAGES", IMAGE_PACKAGES),
@@ -155,7 +161,7 @@ def test_image_build_runs_docker_build_on_the_prepared_context(
     build_args = [argv[i + 1] for i, a in enumerate(argv) if a == "--build-arg"]
     args = dict(a.split("=", 1) for a in build_args)
     assert args["BASE_IMAGE"] == "shadowclone-base:bookworm"
-    for name, version in engine_versions(SOURCE).items():
+    for name, version in engine_versions().items():
         assert args[name] == version
     assert len(args["SHADOWCLONE_PACKAGES"].split()) == len(IMAGE_PACKAGES)
     assert calls(fake_docker) == 1, "no demo image unless asked"

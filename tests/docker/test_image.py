@@ -42,7 +42,7 @@ def test_the_image_runs_the_run_program_as_a_non_root_user_beside_an_engine_user
 def test_the_image_has_the_pinned_engines_git_and_this_shadowclone(
     client: docker.DockerClient, image: str
 ) -> None:
-    pins = engine_versions(SOURCE)
+    pins = engine_versions()
     assert pins["CLAUDE_CODE_VERSION"] in run(client, image, "claude", "--version")
     assert pins["CODEX_VERSION"] in run(client, image, "codex", "--version")
     assert run(client, image, "git", "--version").startswith("git version 2.")

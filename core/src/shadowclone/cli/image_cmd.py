@@ -1,25 +1,37 @@
 """`shadowclone image build`: build the clone image on this machine.
 
 For owners who do not pull the published image, and for CI, where no registry is reachable.
-It builds `image/Dockerfile` of a shadowclone checkout with the docker CLI (whose output the
-owner wants to see live): the build context is that folder plus `packages/`, holding wheels of
-the shadowclone distributions built from the checkout with `uv build` and the pinned
-requirements of their dependencies from `uv.lock`, so that a cached build takes seconds.
+It builds the core's `image/Dockerfile` (shipped in its wheel) with the docker CLI (whose output
+the owner wants to see live): the build context is that folder plus `packages/`, holding wheels
+of the shadowclone distributions and the pinned requirements of their dependencies. From a
+checkout, `uv build` makes the wheels and `uv.lock` pins the rest; from an installation, the
+wheels are made of the installed files and the pins are the installed versions, so the image
+runs what this machine runs. A cached build takes seconds.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Sequence
+from importlib import resources
+from importlib.abc import Traversable
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import attrs
 import click
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from shadowclone.cli.app import App, pass_app
 from shadowclone.config import load_config
@@ -35,7 +47,9 @@ DEMO_PACKAGES = ("shadowclone-fake-launch",)
 STAGES = {"clone": "the clone image", "demo": "the demo image"}
 """The Dockerfile's stages this command builds."""
 ENGINE_PINS = {"CLAUDE_CODE_VERSION": "CLAUDE_VERSION", "CODEX_VERSION": "CODEX_VERSION"}
-"""Build argument of the Dockerfile -> variable of scripts/install-engines that pins it."""
+"""Build argument of the Dockerfile -> variable of image/engines.env that pins it."""
+IMAGE_FILES = ("Dockerfile", "clone-entry")
+"""What of image/ goes into the build context."""
 
 
 class ImageBuildError(ShadowcloneError):
@@ -76,34 +90,38 @@ class BuildPlan:
         return argv
 
 
+def image_files() -> Traversable:
+    """The Dockerfile, the entry point and the engine pins, shipped in the core's wheel."""
+    return resources.files("shadowclone") / "image"
+
+
 def is_source(folder: Path) -> bool:
-    return (folder / "image" / "Dockerfile").is_file() and (
-        folder / "scripts" / "install-engines"
+    return (folder / "core" / "src" / "shadowclone" / "image" / "Dockerfile").is_file() and (
+        folder / "uv.lock"
     ).is_file()
 
 
-def find_source(start: Path | None = None) -> Path:
-    """The shadowclone checkout this code runs from (an editable or workspace install)."""
+def find_source(start: Path | None = None) -> Path | None:
+    """The shadowclone checkout this code runs from (an editable or workspace install), or None
+    for an installation from wheels."""
     here = (start or Path(__file__)).resolve()
     for folder in (here, *here.parents):
         if is_source(folder):
             return folder
-    raise ImageBuildError(
-        "cannot find shadowclone's sources (image/Dockerfile) around this installation; "
-        "pass --source with a checkout of shadowclone, or pull the published image"
-    )
+    return None
 
 
-def engine_versions(source: Path) -> dict[str, str]:
-    """The engine versions scripts/install-engines pins, as the Dockerfile's build arguments:
-    the image runs the engines the tests ran."""
-    script = source / "scripts" / "install-engines"
-    text = script.read_text(encoding="utf-8")
+def engine_versions(files: Traversable | Path | None = None) -> dict[str, str]:
+    """The engine versions image/engines.env pins (scripts/install-engines installs the same
+    for the tests), as the Dockerfile's build arguments: the image runs the engines the tests
+    ran."""
+    pins = (files or image_files()) / "engines.env"
+    text = pins.read_text(encoding="utf-8")
     found: dict[str, str] = {}
     for argument, variable in ENGINE_PINS.items():
         match = re.search(rf'^{variable}="([^"\s]+)"', text, re.MULTILINE)
         if match is None:
-            raise ImageBuildError(f'{script}: no pinned {variable}="..." line')
+            raise ImageBuildError(f'{pins}: no pinned {variable}="..." line')
         found[argument] = match.group(1)
     return found
 
@@ -125,16 +143,21 @@ def _run(argv: Sequence[str], what: str) -> None:
 
 
 def prepare_context(
-    source: Path,
+    source: Path | None,
     context: Path,
     ca_certs: Sequence[Path] = (),
     uv: Sequence[str] | None = None,
 ) -> dict[str, str]:
-    """Fill `context` with image/, ca-certificates/ and packages/ (wheels and
-    requirements.txt); returns the SHADOWCLONE_PACKAGES and DEMO_PACKAGES build arguments (the
-    wheels, relative to packages/)."""
-    uv = list(uv or uv_command())
-    shutil.copytree(source / "image", context, dirs_exist_ok=True)
+    """Fill `context` with the image files, ca-certificates/ and packages/ (wheels and
+    requirements.txt): from a checkout, wheels `uv build` makes and the versions `uv.lock` pins;
+    from an installation (`source` None), wheels of the installed distributions and the
+    versions installed beside them. Returns the SHADOWCLONE_PACKAGES and DEMO_PACKAGES build
+    arguments (the wheels, relative to packages/)."""
+    files = image_files()
+    context.mkdir(parents=True, exist_ok=True)
+    for name in IMAGE_FILES:
+        (context / name).write_bytes((files / name).read_bytes())
+    (context / "clone-entry").chmod(0o755)
     authorities = context / "ca-certificates"
     authorities.mkdir(exist_ok=True)
     for number, cert in enumerate(ca_certs):
@@ -147,25 +170,107 @@ def prepare_context(
         (authorities / f"extra-{number}-{cert.stem}.crt").write_text(text, encoding="ascii")
     packages = context / "packages"
     packages.mkdir(exist_ok=True)
-    build = [*uv, "build", "--project", str(source), "--all-packages", "--wheel"]
-    _run([*build, "--out-dir", str(packages), "--quiet"], "uv build")
-    export = [*uv, "export", "--project", str(source), "--frozen", "--no-dev"]
-    export += ["--no-emit-workspace", "--no-hashes", "--no-header", "--no-annotate", "--quiet"]
-    for name in IMAGE_PACKAGES:
-        export += ["--package", name]
-    _run([*export, "--output-file", str(packages / "requirements.txt")], "uv export")
+    if source is None:
+        for name in (*IMAGE_PACKAGES, *DEMO_PACKAGES):
+            with contextlib.suppress(PackageNotFoundError):
+                wheel_from_installed(name, packages)
+        pins = installed_requirements(IMAGE_PACKAGES)
+        (packages / "requirements.txt").write_text("".join(f"{p}\n" for p in pins))
+    else:
+        uv = list(uv or uv_command())
+        build = [*uv, "build", "--project", str(source), "--all-packages", "--wheel"]
+        _run([*build, "--out-dir", str(packages), "--quiet"], "uv build")
+        export = [*uv, "export", "--project", str(source), "--frozen", "--no-dev"]
+        export += ["--no-emit-workspace", "--no-hashes", "--no-header", "--no-annotate", "--quiet"]
+        for name in IMAGE_PACKAGES:
+            export += ["--package", name]
+        _run([*export, "--output-file", str(packages / "requirements.txt")], "uv export")
     return {
         "SHADOWCLONE_PACKAGES": _wheels(packages, IMAGE_PACKAGES),
-        "DEMO_PACKAGES": _wheels(packages, DEMO_PACKAGES),
+        "DEMO_PACKAGES": _wheels(packages, DEMO_PACKAGES, optional=True),
     }
 
 
-def _wheels(packages: Path, names: Sequence[str]) -> str:
+SKIPPED_METADATA = {"INSTALLER", "REQUESTED", "RECORD", "direct_url.json"}
+"""What an installer adds to a distribution's metadata: no part of the wheel."""
+
+
+def wheel_from_installed(name: str, out: Path) -> Path:
+    """A wheel of the installed distribution `name`, made from the files it installed (its
+    RECORD): the image gets the very code this machine runs, with no registry and no sources."""
+    dist = distribution(name)
+    direct = dist.read_text("direct_url.json")
+    if direct and json.loads(direct).get("dir_info", {}).get("editable"):
+        raise ImageBuildError(
+            f"{name} is installed in editable mode: pass --source with its checkout"
+        )
+    tags = [
+        line.split(":", 1)[1].strip()
+        for line in (dist.read_text("WHEEL") or "").splitlines()
+        if line.startswith("Tag:")
+    ]
+    if not tags or not dist.files:
+        raise ImageBuildError(f"{name}: its installation has no WHEEL tags or RECORD")
+    version = dist.version
+    stem = f"{canonicalize_name(name).replace('-', '_')}-{version}"
+    wheel = out / f"{stem}-{tags[0]}.whl"
+    info = f"{stem}.dist-info"
+    record: list[str] = []
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        for file in dist.files:
+            parts = file.parts
+            if parts[0] == ".." or "__pycache__" in parts or file.suffix == ".pyc":
+                continue  # scripts (the installer makes them again) and byte code
+            if parts[0].endswith(".dist-info") and file.name in SKIPPED_METADATA:
+                continue
+            arcname = "/".join((info, *parts[1:]) if parts[0].endswith(".dist-info") else parts)
+            data = Path(str(file.locate())).read_bytes()
+            archive.writestr(arcname, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            record.append(f"{arcname},sha256={digest.decode()},{len(data)}")
+        record.append(f"{info}/RECORD,,")
+        archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return wheel
+
+
+def installed_requirements(names: Sequence[str]) -> list[str]:
+    """`name==version` of every distribution the given ones need, as installed here (their
+    own excluded: they come as wheels)."""
+    own = {canonicalize_name(name) for name in names}
+    pins: dict[str, str] = {}
+    todo = [Requirement(name) for name in names]
+    while todo:
+        requirement = todo.pop()
+        key = canonicalize_name(requirement.name)
+        if key in pins:
+            continue
+        try:
+            dist = distribution(requirement.name)
+        except PackageNotFoundError:
+            raise ImageBuildError(f"{requirement.name} is not installed here") from None
+        pins[key] = dist.version
+        extras = requirement.extras or {""}
+        for text in dist.requires or []:
+            needed = Requirement(text)
+            if needed.marker is None or any(
+                needed.marker.evaluate({"extra": extra}) for extra in extras
+            ):
+                todo.append(needed)
+    return [f"{name}=={version}" for name, version in sorted(pins.items()) if name not in own]
+
+
+def _wheels(packages: Path, names: Sequence[str], *, optional: bool = False) -> str:
     wheels = []
     for name in names:
         found = sorted(packages.glob(f"{name.replace('-', '_')}-*.whl"))
+        if optional and not found:
+            continue
         if len(found) != 1:
-            raise ImageBuildError(f"uv build made {len(found)} wheels of {name}, not one")
+            raise ImageBuildError(
+                f"{len(found)} wheels of {name}, not one: is it installed?"
+                if not found
+                else f"{len(found)} wheels of {name}, not one"
+            )
         wheels.append(f"./{found[0].name}")
     return " ".join(wheels)
 
@@ -202,18 +307,24 @@ def build_image(
     if docker is None:
         raise ImageBuildError("building the image needs the docker CLI; install Docker first")
     source = source or find_source()
-    if not is_source(source):
-        raise ImageBuildError(f"{source} is not a shadowclone checkout (no image/Dockerfile)")
+    if source is not None and not is_source(source):
+        raise ImageBuildError(
+            f"{source} is not a shadowclone checkout (no core/src/shadowclone/image/Dockerfile)"
+        )
     with tempfile.TemporaryDirectory(prefix="shadowclone-image-") as folder:
         context = Path(folder)
         packages = prepare_context(source, context, ca_certs)
+        if demo_tag is not None and not packages["DEMO_PACKAGES"]:
+            raise ImageBuildError(
+                "the demo image needs shadowclone-fake-launch: install it beside shadowclone"
+            )
         builds = {"clone": tag} | ({"demo": demo_tag} if demo_tag else {})
         for target, name in builds.items():
             plan = BuildPlan(
                 tag=name,
                 base=base,
                 context=context,
-                build_args={**engine_versions(source), **packages},
+                build_args={**engine_versions(), **packages},
                 network=network,
                 target=target,
                 platform=platform,
@@ -244,7 +355,8 @@ def image() -> None:
 @click.option(
     "--source",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="A checkout of shadowclone (default: the one this installation runs from).",
+    help="A checkout of shadowclone to build the packages from (default: the one this "
+    "installation runs from, or else the installed distributions).",
 )
 @click.option(
     "--network",
@@ -260,6 +372,12 @@ def image() -> None:
     is_flag=True,
     help=f"Also build the demo image {DEMO_IMAGE}: the clone image with the scripted engine, "
     "for `shadowclone demo --launcher docker`.",
+)
+@click.option(
+    "--demo-tag",
+    default=DEMO_IMAGE,
+    show_default=True,
+    help="Name of the demo image (with --demo).",
 )
 @click.option(
     "--ca-cert",
@@ -279,9 +397,10 @@ def build(
     push: bool,
     quiet: bool,
     demo: bool,
+    demo_tag: str,
     ca_certs: tuple[Path, ...],
 ) -> None:
-    """Build the clone image from image/Dockerfile, with this checkout's shadowclone inside."""
+    """Build the clone image, with the shadowclone installed here (or a checkout's) inside."""
     tag = tag or default_tag(app)
     build_image(
         tag,
@@ -292,10 +411,10 @@ def build(
         push=push,
         quiet=quiet,
         ca_certs=ca_certs,
-        demo_tag=DEMO_IMAGE if demo else None,
+        demo_tag=demo_tag if demo else None,
     )
     if not quiet:
-        app.out.print(f"built {tag}" + (f" and {DEMO_IMAGE}" if demo else ""))
+        app.out.print(f"built {tag}" + (f" and {demo_tag}" if demo else ""))
 
 
 def main(argv: Sequence[str]) -> int:
