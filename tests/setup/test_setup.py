@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from shadowclone.config import Paths, set_value
+import shadowclone.setup as setup_package
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from shadowclone.config import Paths, load_config, set_value
 from shadowclone.node.setups import read_setup
+from shadowclone.plugin import load_registry
+from shadowclone.run.check import CheckReport
 from shadowclone_fake_launch.fakes.github import FakeGitHub
 
 from tests.conftest import CliResult
@@ -167,3 +173,79 @@ def test_one_repository_in_any_letter_case_is_one_target_shown_as_github_spells_
         assert again.code == 1
         assert "You/App#1 already has an active clone" in again.err
     assert "You/App#1" in cli("list").out
+
+
+def test_the_secrets_template_is_written_before_docker_is_needed(
+    cli: Cli, home: Paths, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With no Docker engine yet, the first setup still writes the template: the owner fills it
+    in while getting Docker ready, and the next setup names Docker."""
+    set_value(home, "launcher", '"docker"')
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    first = cli("setup", "you/app")
+    assert first.code == 1
+    assert stat.S_IMODE(home.secrets_file.stat().st_mode) == 0o600
+    assert "FAIL secrets file" in first.out and "launcher" not in first.out
+    secrets(home, github_token="ghp_x")
+    second = cli("setup", "you/app")
+    assert second.code == 1
+    lines = [line for line in second.out.splitlines() if line.startswith(("ok", "FAIL"))]
+    assert lines[-2].startswith("ok   secrets file")
+    assert lines[-1].startswith("FAIL launcher")
+
+
+def test_setup_shows_the_check_clones_progress_while_it_runs(
+    cli: Cli, home: Paths, github: FakeGitHub
+) -> None:
+    token = github.add_user("you")
+    github.create_repo("you/app", files={"README.md": "x"})
+    secrets(home, github_token=token)
+    out = cli("setup", "you/app").out.splitlines()
+    started = next(i for i, line in enumerate(out) if "check clone           starting" in line)
+    checking = next(i for i, line in enumerate(out) if "checking you/app for the" in line)
+    verdict = next(i for i, line in enumerate(out) if line.startswith("ok   check clone"))
+    assert started < checking < verdict
+    assert out.index(next(line for line in out if line.startswith("ok   launcher"))) < started
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    user=st.sampled_from([None, "", "you"]),
+    visibility=st.sampled_from([None, "", "private"]),
+    default_branch=st.sampled_from([None, "", "main"]),
+    can_push=st.sampled_from([None, True]),
+)
+def test_no_check_passes_on_an_empty_value_from_the_check_clone(
+    home: Paths,
+    monkeypatch: pytest.MonkeyPatch,
+    user: str | None,
+    visibility: str | None,
+    default_branch: str | None,
+    can_push: bool | None,
+) -> None:
+    """Whatever the check clone leaves out, no check passes showing an empty value, and the
+    setup record is written only when everything it holds was said."""
+    report = CheckReport(
+        "you/app",
+        full_name="you/app",
+        user=user,
+        visibility=visibility,
+        default_branch=default_branch,
+        can_push=can_push,
+    )
+    monkeypatch.setattr(setup_package, "run_check_clone", lambda *args, **kwargs: report)
+    shutil.rmtree(home.setup_dir, ignore_errors=True)  # no record from an earlier example
+    secrets(home, github_token="ghp_x")
+    config, paths = load_config(home)
+    summary = setup_package.setup_repository(
+        config, paths, load_registry(config.plugins.disabled), "you/app"
+    )
+    for check in summary.checks:
+        if check.passed:
+            assert "None" not in check.detail and ", default branch ," not in check.detail
+            assert not check.detail.rstrip().endswith(("as", "branch")), check
+    complete = bool(user and visibility and default_branch) and can_push is True
+    assert summary.ok == complete
+    assert (read_setup(home, "you/app") is not None) == complete

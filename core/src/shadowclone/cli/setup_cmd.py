@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 from rich.text import Text
 
-from shadowclone.cli.app import App, emit_json, json_option, pass_app
+from shadowclone.cli.app import App, emit_json, format_progress, json_option, pass_app
 from shadowclone.cli.params import ENGINE
 from shadowclone.config import load_config
 from shadowclone.errors import Refused
+from shadowclone.node.schemas import ProgressLine
 from shadowclone.plugin import load_registry
-from shadowclone.setup import setup_repository
+from shadowclone.setup import Check, setup_repository
 
 
 @click.command()
@@ -38,6 +39,19 @@ def setup(
 ) -> int:
     """Prepare a repository for clones on this machine; changes nothing on GitHub."""
     config, paths = load_config(app.paths)
+
+    def show_check(check: Check) -> None:
+        # Styled, never markup: a check's detail may quote what GitHub or a clone said.
+        mark = ("ok  ", "green") if check.passed else ("FAIL", "red")
+        app.out.print(Text.assemble(mark, f" {check.name:<21} {check.detail}"))
+        if check.name == "launcher" and check.passed:
+            app.out.print(
+                "     check clone           starting (it reads the secrets and asks GitHub)"
+            )
+
+    def show_progress(line: ProgressLine) -> None:
+        app.out.print(Text(f"     check clone           {format_progress(line)}", style="dim"))
+
     summary = setup_repository(
         config,
         paths,
@@ -46,14 +60,12 @@ def setup(
         engine=engine,
         image=image,
         check_commands=check_commands,
+        on_check=None if as_json else show_check,
+        on_progress=None if as_json else show_progress,
     )
     if as_json:
         emit_json(summary)
     else:
-        for check in summary.checks:
-            # Styled, never markup: a check's detail may quote what GitHub or a clone said.
-            mark = ("ok  ", "green") if check.passed else ("FAIL", "red")
-            app.out.print(Text.assemble(mark, f" {check.name:<21} {check.detail}"))
         for step in summary.next_steps:
             app.out.print(f"next: {step}")
     if summary.refused:

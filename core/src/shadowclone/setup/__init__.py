@@ -12,14 +12,14 @@ from __future__ import annotations
 import contextlib
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
 from shadowclone.config import Config, Paths
 from shadowclone.errors import PluginUnavailable, ShadowcloneError
 from shadowclone.node.runfolder import RunFolder, new_clone_id
-from shadowclone.node.schemas import Request, RunMode, SetupRecord, now
+from shadowclone.node.schemas import ProgressLine, Request, RunMode, SetupRecord, now
 from shadowclone.node.setups import write_setup
 from shadowclone.node.target import Target, parse_repo, same_repo
 from shadowclone.plugin.manager import Registry
@@ -55,12 +55,16 @@ class SetupSummary:
 
 
 class _Summary:
-    def __init__(self, repo: str) -> None:
+    def __init__(self, repo: str, on_check: Callable[[Check], None] | None = None) -> None:
         self.repo = repo
         self.checks: list[Check] = []
+        self.on_check = on_check
 
     def add(self, name: str, passed: bool, detail: str) -> bool:
-        self.checks.append(Check(name, passed, detail))
+        check = Check(name, passed, detail)
+        self.checks.append(check)
+        if self.on_check is not None:
+            self.on_check(check)
         return passed
 
     def done(
@@ -79,10 +83,14 @@ def setup_repository(
     image: str | None = None,
     check_commands: Sequence[str] = (),
     timeout_s: float = CHECK_TIMEOUT_S,
+    on_check: Callable[[Check], None] | None = None,
+    on_progress: Callable[[ProgressLine], None] | None = None,
 ) -> SetupSummary:
+    """`on_check` hears each check as it is decided, `on_progress` each progress line of the
+    check clone as it comes: the owner sees setup move while the check clone runs."""
     owner, name = parse_repo(repo_text)
     repo = f"{owner}/{name}"
-    summary = _Summary(repo)
+    summary = _Summary(repo, on_check)
     summary.add("config", True, f"{paths.config_file} is valid (version {config.version})")
 
     engine_name = engine or config.engine
@@ -101,14 +109,7 @@ def setup_repository(
         return summary.done(f"set providers.{engine_name}.login to one of its logins")
     summary.add("engine", True, f"{engine_name} with the {login.name} login")
 
-    try:
-        launcher = registry.launcher(config.launcher).factory()
-        launcher.check()
-    except ShadowcloneError as error:
-        summary.add("launcher", False, f"{config.launcher}: {error}")
-        return summary.done("fix the launcher, then run setup again")
-    summary.add("launcher", True, f"{config.launcher} can run clones")
-
+    # The secrets template first: the owner can fill it in while getting Docker ready.
     secrets = paths.secrets_file
     keys = _keys(registry, login)
     if create_template(secrets, registry.secret_providers()):
@@ -122,6 +123,14 @@ def setup_repository(
         return summary.done("make the secrets file private to you, then run setup again")
     summary.add("secrets file", True, f"{secrets} is private to you")
 
+    try:
+        launcher = registry.launcher(config.launcher).factory()
+        launcher.check()
+    except ShadowcloneError as error:
+        summary.add("launcher", False, f"{config.launcher}: {error}")
+        return summary.done("fix the launcher, then run setup again")
+    summary.add("launcher", True, f"{config.launcher} can run clones")
+
     request = Request(
         id="check",
         target=Target(owner, name, 1),
@@ -134,17 +143,32 @@ def setup_repository(
         base_url=provider.base_url,
         mode=RunMode.CHECK,
     )
-    report = run_check_clone(paths, launcher, request, timeout_s)
+    report = run_check_clone(paths, launcher, request, timeout_s, on_progress)
+    problems = list(report.problems)
+    if not problems and not report.missing_secrets and not report.user:
+        problems.append("GitHub named no user for the token")
     if not summary.add(
         "check clone",
-        not report.problems,
-        "; ".join(report.problems) or f"GitHub answers as {report.user}",
+        not problems,
+        "; ".join(problems) or f"GitHub answers as {report.user}",
     ):
         return summary.done("fix what the check clone reported, then run setup again")
     if report.missing_secrets:
         summary.add("logins", False, f"no value for {', '.join(report.missing_secrets)}")
         return summary.done(f"paste {', '.join(report.missing_secrets)} into {secrets}")
     summary.add("logins", True, f"{', '.join(keys)} present")
+    unsaid = [
+        what
+        for what, value in (
+            ("its visibility", report.visibility),
+            ("its default branch", report.default_branch),
+            ("whether you can push", report.can_push),
+        )
+        if value is None or value == ""
+    ]
+    if unsaid:
+        summary.add("repository", False, f"GitHub did not say {', '.join(unsaid)} of {repo}")
+        return summary.done("check the token's access to the repository, then run setup again")
     summary.add(
         "repository",
         True,
@@ -188,9 +212,15 @@ def _keys(registry: Registry, login: SecretProviderRegistration) -> list[str]:
 
 
 def run_check_clone(
-    paths: Paths, launcher: Launcher, request: Request, timeout_s: float = CHECK_TIMEOUT_S
+    paths: Paths,
+    launcher: Launcher,
+    request: Request,
+    timeout_s: float = CHECK_TIMEOUT_S,
+    on_progress: Callable[[ProgressLine], None] | None = None,
 ) -> CheckReport:
-    """Launch the check clone and wait for its report; its folder is removed afterwards."""
+    """Launch the check clone and wait for its report, handing on each progress line as it
+    comes; its folder is removed afterwards. A clone that cannot start (no image, no Docker)
+    is a problem of the report, with the launcher's words on how to fix it."""
     clone_id = new_clone_id(now())
     folder = RunFolder(paths.clones_dir / CHECKS_FOLDER / clone_id)
     folder.path.mkdir(parents=True)
@@ -202,13 +232,27 @@ def run_check_clone(
         image=request.image,
         labels={LABEL_CLONE: clone_id, LABEL_PURPOSE: "setup-check"},
     )
+    offset = 0
+
+    def follow() -> None:
+        nonlocal offset
+        lines, _, offset = folder.progress(offset)
+        if on_progress is not None:
+            for line in lines:
+                on_progress(line)
+
     try:
-        launcher.launch(spec)
+        try:
+            launcher.launch(spec)
+        except ShadowcloneError as error:
+            return CheckReport(request.target.repo_full_name, problems=(str(error),))
         deadline = time.monotonic() + timeout_s
         status = launcher.status(clone_id)
         while status.state is CloneState.RUNNING and time.monotonic() < deadline:
+            follow()
             time.sleep(0.2)
             status = launcher.status(clone_id)
+        follow()
         if status.state is CloneState.RUNNING:
             launcher.stop(clone_id)
             return CheckReport(
