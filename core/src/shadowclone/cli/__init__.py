@@ -42,6 +42,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "stop",
         "Stop a clone: a queued one never starts, a running one is stopped and its work saved.",
     ),
+    "rm": (
+        "clones",
+        "rm",
+        "Remove ended clones: their run folders and workspaces; a running clone is refused.",
+    ),
+    "prune": (
+        "clones",
+        "prune",
+        "Remove every clone that ended more than --older-than ago; active clones stay.",
+    ),
     "config": ("config_cmd", "config", "Show, create or edit the config file."),
     "plugins": (
         "plugins_cmd",

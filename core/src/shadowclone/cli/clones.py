@@ -18,7 +18,9 @@ from shadowclone.cli.app import (
     pass_app,
 )
 from shadowclone.cli.params import ENGINE, complete_clone_id
+from shadowclone.errors import ShadowcloneError
 from shadowclone.node.local import CloneView
+from shadowclone.node.retention import Removed, parse_duration
 from shadowclone.node.schemas import CONVERTER, State
 
 LIST_COLUMNS = (("ID", 18), ("STATE", 9), ("TARGET", 24), ("ENGINE", 8), ("REQUESTED", 9))
@@ -240,4 +242,80 @@ def stop(app: App, clone_id: str, as_json: bool) -> None:
         app.out.print(f"stopping {view.id} ({view.state})")
 
 
-COMMANDS = (start, list_, get, send, answer, stop)
+def size(count: int) -> str:
+    """Bytes as an owner reads them: 512 B, 3.4 MB, 1.2 GB."""
+    amount = float(count)
+    for unit in ("B", "kB", "MB", "GB"):
+        if amount < 1000 or unit == "GB":
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1000
+    raise AssertionError("unreachable")
+
+
+@click.command()
+@click.argument(
+    "clone_ids", metavar="ID...", nargs=-1, required=True, shell_complete=complete_clone_id
+)
+@json_option
+@pass_app
+def rm(app: App, clone_ids: tuple[str, ...], as_json: bool) -> int:
+    """Remove ended clones: their run folders and workspaces; a running clone is refused.
+
+    \b
+    Examples:
+      shadowclone rm 261202-120301-k3fa
+      shadowclone prune --older-than 30d    # every clone that ended 30 days ago or more
+    """
+    node = app.node()
+    removed: list[Removed] = []
+    refused = 0
+    for clone_id in clone_ids:
+        try:
+            gone = node.remove(clone_id)
+        except ShadowcloneError as error:
+            click.echo(f"shadowclone: {error}", err=True)
+            refused = max(refused, error.exit_code)
+            continue
+        removed.append(gone)
+        if not as_json:
+            app.out.print(f"removed {gone.id} ({gone.state}, {size(gone.bytes)})")
+        if gone.left:
+            click.echo(f"warning: {gone.id}: {gone.left}", err=True)
+    if as_json:
+        emit_json(removed)
+    return refused
+
+
+@click.command()
+@click.option(
+    "--older-than",
+    "older_than",
+    required=True,
+    metavar="DURATION",
+    help="Remove clones that ended at least this long ago: 30d, 12h, 1w2d (s, m, h, d, w).",
+)
+@click.option("--dry-run", is_flag=True, help="Only list the clones that would be removed.")
+@json_option
+@pass_app
+def prune(app: App, older_than: str, dry_run: bool, as_json: bool) -> None:
+    """Remove every clone that ended more than --older-than ago; active clones stay.
+
+    \b
+    Examples:
+      shadowclone prune --older-than 30d --dry-run
+      shadowclone prune --older-than 2w
+    """
+    gone = app.node().prune(parse_duration(older_than), dry_run=dry_run)
+    if as_json:
+        emit_json(gone)
+        return
+    verb = "would remove" if dry_run else "removed"
+    for item in gone:
+        app.out.print(f"{verb} {item.id} ({item.state}, {size(item.bytes)})")
+        if item.left:
+            click.echo(f"warning: {item.id}: {item.left}", err=True)
+    total = size(sum(item.bytes for item in gone))
+    app.out.print(f"{verb} {len(gone)} clone{'' if len(gone) == 1 else 's'}, {total}")
+
+
+COMMANDS = (start, list_, get, send, answer, stop, rm, prune)

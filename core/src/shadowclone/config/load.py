@@ -94,6 +94,14 @@ def check(config: Config) -> list[str]:
         problems.append(f"parallel_clones: expected at least 1, got {config.parallel_clones}")
     if config.daily_clones < 1:
         problems.append(f"daily_clones: expected at least 1, got {config.daily_clones}")
+    if config.retention.older_than is not None:
+        from shadowclone.errors import BadInput
+        from shadowclone.node.retention import parse_duration
+
+        try:
+            parse_duration(config.retention.older_than)
+        except BadInput as error:
+            problems.append(f"retention.older_than: {error}")
     if config.engine not in config.providers:
         problems.append(
             f"providers.{config.engine}: missing; expected a [providers.{config.engine}] table "
@@ -247,6 +255,11 @@ ask_timeout_s = 1800
 [plugins]
 # Plugins (or distributions) not to load.
 disabled = []
+
+[retention]
+# serve removes the clones (their run folders and workspaces) that ended this long ago,
+# when it starts and every hour: 30d, 2w, 12h. Unset: clones stay until `shadowclone prune`.
+# older_than = "30d"
 """
 
 

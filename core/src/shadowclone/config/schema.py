@@ -64,6 +64,12 @@ class PluginsConfig:
     """Plugin or distribution names not to load."""
 
 
+@attrs.frozen
+class RetentionConfig:
+    older_than: str | None = None
+    """serve removes clones that ended at least this long ago ("30d", "2w"); None keeps all."""
+
+
 def _default_providers() -> dict[str, ProviderConfig]:
     return {
         "claude": ProviderConfig(login="claude-api-key"),
@@ -86,6 +92,7 @@ class Config:
     paths: PathsConfig = PathsConfig()
     plugins: PluginsConfig = PluginsConfig()
     security: SecurityConfig = SecurityConfig()
+    retention: RetentionConfig = RetentionConfig()
 
     def provider(self, engine: str) -> ProviderConfig | None:
         return self.providers.get(engine)

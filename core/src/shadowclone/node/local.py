@@ -7,6 +7,7 @@ any number of processes can never break a rule.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 import os
@@ -22,6 +23,7 @@ from shadowclone.config import Config, Paths, load_config
 from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
 from shadowclone.node import files
 from shadowclone.node.index import CloneIndex
+from shadowclone.node.retention import Removed, Retention, delete_tree, tree_size
 from shadowclone.node.runfolder import RunFolder, is_clone_id, new_clone_id
 from shadowclone.node.schemas import (
     INBOX_CLOSED,
@@ -461,17 +463,19 @@ class LocalNode:
         """`list`, one clone (or one problem, as a string) at a time, newest first: all of
         them can be shown without holding them all."""
         shown: set[str] = set()
-        for count, clone_id in enumerate(self.index.newest()):
-            if not include_all:
-                if count >= limit:
-                    break
-                shown.add(clone_id)
+        for clone_id in self.index.newest():
+            if not include_all and len(shown) >= limit:
+                break
             try:
-                yield self._view(RunFolder(self.paths.clones_dir / clone_id))
+                view = self._view(RunFolder(self.paths.clones_dir / clone_id))
             except FileNotFoundError:
-                continue  # a start in progress
+                continue  # a start in progress, or a removed clone
             except MalformedFile as error:
+                shown.add(clone_id)
                 yield str(error)
+                continue
+            shown.add(clone_id)
+            yield view
         if not include_all:
             yield from (view for view in self._active() if view.id not in shown)
 
@@ -548,6 +552,34 @@ class LocalNode:
         if not view.stop_requested:
             folder.write_stop(StopMarker(at=self.clock()))
         return self._view(folder)
+
+    # ------------------------------------------------------------------ retention
+
+    def remove(self, clone_id: str) -> Removed:
+        """Remove an ended clone's run folder (its workspace with it); see `retention`."""
+        return self._retention().remove(self.resolve(clone_id))
+
+    def prune(self, older_than: timedelta, dry_run: bool = False) -> builtins.list[Removed]:
+        """Remove every clone that ended more than `older_than` ago, and finish what an
+        earlier removal left; `dry_run`: only say which clones would go."""
+        retention = self._retention()
+        gone: builtins.list[Removed] = []
+        for folder in retention.ended_before(self.index, self.clock() - older_than):
+            if dry_run:
+                state, ended = retention.removable(folder)
+                gone.append(Removed(folder.id, str(state), ended, tree_size(folder.path)))
+                continue
+            try:
+                gone.append(retention.remove(folder))
+            except (BadInput, Refused, MalformedFile) as error:
+                log.warning("clone %s stays: %s", folder.id, error)
+        if not dry_run:
+            for hidden in retention.leftovers():
+                delete_tree(hidden)
+        return gone
+
+    def _retention(self) -> Retention:
+        return Retention(self.paths.clones_dir, self.paths.active_dir)
 
     def follow(
         self,

@@ -68,6 +68,8 @@ class ServeSettings:
     """The longest serve sleeps between looking at its timers."""
     exit_poll_s: float = 0.01
     """How often a clone about to exit is asked after, until it has."""
+    retention_s: float = 3600.0
+    """How often serve removes the clones `[retention] older_than` says are old enough."""
 
 
 @attrs.define
@@ -126,6 +128,10 @@ class Server:
     # ------------------------------------------------------------------ the loop
 
     def run(self, stop_event: threading.Event, ready: threading.Event | None = None) -> None:
+        if self.config.retention.older_than is not None:
+            threading.Thread(
+                target=self._retain, args=(stop_event,), name="retention", daemon=True
+            ).start()
         self.recover()
         self.launch_queued()
         # The first pass reads everything again: what changed before the watcher started
@@ -142,6 +148,27 @@ class Server:
         for touched in self._changes(stop_event):
             self.step(touched)
         log.info("serve stops; running clones go on and the next serve takes them up")
+
+    def _retain(self, stop_event: threading.Event) -> None:
+        """`[retention]`, on a thread of its own: deleting workspaces never holds up clones."""
+        from shadowclone.node.local import LocalNode
+        from shadowclone.node.retention import parse_duration
+
+        assert self.config.retention.older_than is not None
+        older_than = parse_duration(self.config.retention.older_than)
+        node = LocalNode(self.config, self.paths)
+        while not stop_event.is_set():
+            try:
+                for gone in node.prune(older_than):
+                    log.info(
+                        "retention: removed clone %s (%s, %d bytes)",
+                        gone.id,
+                        gone.state,
+                        gone.bytes,
+                    )
+            except Exception:
+                log.exception("retention: pruning failed; trying again later")
+            stop_event.wait(self.settings.retention_s)
 
     def step(self, touched: set[str]) -> None:
         """One pass: the clones whose files changed, then the timers, then the queue."""

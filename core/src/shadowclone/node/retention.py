@@ -1,0 +1,152 @@
+"""Removing ended clones: `rm ID`, `prune --older-than 30d`, and serve's `[retention]`.
+
+A clone goes only once it has ended and serve is done with it: its record says it ended and
+its active marker is gone (serve removes the marker after the ended record, and never writes to
+an ended clone again). The run folder is first renamed to a hidden name in the clones folder,
+which no reader takes for a clone, so it vanishes at once and whole: two removals of one clone
+cannot both proceed, and `get`, `list` and serve see the clone or nothing. Then the hidden
+folder is deleted without following a link (the workspace inside is the engine's, links and
+all). Whatever could not be deleted stays hidden and is tried again by the next prune. The
+clones index keeps the id: the daily limit still counts a removed clone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import stat
+import sys
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import attrs
+
+from shadowclone.errors import BadInput, MalformedFile, Refused
+from shadowclone.node.index import CloneIndex
+from shadowclone.node.runfolder import RunFolder, is_clone_id
+
+TRASH_PREFIX = ".removing-"
+_DURATION = re.compile(r"(\d{1,9})([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta:
+    """`30d`, `12h`, `1w2d`, `90m`, `45s`: one or more whole numbers, each with its unit."""
+    cleaned = text.strip().lower()
+    if not cleaned or _DURATION.sub("", cleaned):
+        raise BadInput(
+            f"duration {text!r}: expected a number and a unit (s, m, h, d or w), "
+            "such as 30d, 12h or 1w2d"
+        )
+    seconds = sum(int(n) * _UNITS[unit] for n, unit in _DURATION.findall(cleaned))
+    if seconds > 100 * 366 * 86400:
+        raise BadInput(f"duration {text!r}: expected at most 100 years")
+    return timedelta(seconds=seconds)
+
+
+@attrs.frozen
+class Removed:
+    id: str
+    state: str
+    ended_at: datetime | None
+    bytes: int
+    """What the run folder held, its workspace included."""
+    left: str = ""
+    """What could not be deleted (it stays hidden, and the next prune tries again)."""
+
+
+def tree_size(path: Path) -> int:
+    """Bytes under `path`, links counted as themselves, never followed."""
+    total = 0
+    for root, dirs, names in os.walk(path, followlinks=False):
+        for name in (*dirs, *names):
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def delete_tree(path: Path) -> str:
+    """Delete a hidden folder without following links; "" or what was left and why."""
+    problems: list[str] = []
+
+    def on_error(failed: str, error: BaseException) -> None:
+        problems.append(f"{failed}: {getattr(error, 'strerror', None) or error}")
+
+    if not shutil.rmtree.avoids_symlink_attacks:  # pragma: no cover - Linux's rmtree does
+        for root, dirs, _names in os.walk(path, followlinks=False):
+            for name in dirs:
+                link = os.path.join(root, name)
+                if os.path.islink(link):
+                    os.unlink(link)  # removed before rmtree could step through it
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=lambda _f, failed, error: on_error(failed, error))
+    else:  # 3.11 has only onerror
+        shutil.rmtree(path, onerror=lambda _f, failed, info: on_error(failed, info[1]))
+    if not problems:
+        return ""
+    return f"{len(problems)} not deleted, first {problems[0]}"
+
+
+class Retention:
+    """Removes the ended clones of one clones folder."""
+
+    def __init__(self, clones_dir: Path, active_dir: Path) -> None:
+        self.clones_dir = clones_dir
+        self.active_dir = active_dir
+
+    def removable(self, folder: RunFolder) -> tuple[str, datetime | None]:
+        """The clone's ended state and when it ended, or `Refused` saying why it stays."""
+        if stat.S_ISLNK(os.lstat(folder.path).st_mode):
+            raise MalformedFile(folder.path, "a symbolic link, which is never followed here")
+        record = folder.record()
+        if record is None or record.state.active:
+            state = record.state if record is not None else "queued"
+            raise Refused(
+                f"clone {folder.id} is {state}; only an ended clone is removed "
+                f"(`shadowclone stop {folder.id}` first)"
+            )
+        if os.path.lexists(self.active_dir / folder.id):
+            raise Refused(
+                f"clone {folder.id} has ended but serve has not finished with it yet; "
+                "try again once serve has run"
+            )
+        return record.state, record.ended_at or record.updated_at
+
+    def remove(self, folder: RunFolder) -> Removed:
+        state, ended = self.removable(folder)
+        hidden = self.clones_dir / f"{TRASH_PREFIX}{folder.id}-{secrets.token_hex(4)}"
+        try:
+            os.rename(folder.path, hidden)
+        except FileNotFoundError:
+            raise BadInput(f"no clone {folder.id!r}; another removal took it") from None
+        size = tree_size(hidden)
+        return Removed(folder.id, str(state), ended, size, delete_tree(hidden))
+
+    def ended_before(self, index: CloneIndex, moment: datetime) -> Iterator[RunFolder]:
+        """Run folders of ended clones that ended before `moment`, oldest id first."""
+        for clone_id in reversed(list(index.newest())):
+            folder = RunFolder(self.clones_dir / clone_id)
+            if not is_clone_id(clone_id) or not folder.exists():
+                continue
+            try:
+                _, ended = self.removable(folder)
+            except (Refused, MalformedFile, FileNotFoundError):
+                continue
+            if ended is not None and ended < moment:
+                yield folder
+
+    def leftovers(self) -> list[Path]:
+        """Hidden folders an earlier removal could not finish."""
+        try:
+            return sorted(
+                Path(entry.path)
+                for entry in os.scandir(self.clones_dir)
+                if entry.name.startswith(TRASH_PREFIX) and entry.is_dir(follow_symlinks=False)
+            )
+        except FileNotFoundError:
+            return []
