@@ -26,7 +26,7 @@ Cli = Callable[..., CliResult]
 PROGRAM = "from shadowclone.cli import entry; entry()"
 
 
-def in_terminal(*args: str, env: dict[str, str] | None = None) -> str:
+def in_terminal(*args: str, env: dict[str, str] | None = None, code: int = 0) -> str:
     """Run the CLI with its stdout on a pseudo-terminal, as when the owner types it."""
     leader, follower = pty.openpty()
     try:
@@ -53,7 +53,7 @@ def in_terminal(*args: str, env: dict[str, str] | None = None) -> str:
         os.close(leader)
         if follower >= 0:
             os.close(follower)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == code, done.stderr
     return b"".join(chunks).decode().replace("\r\n", "\n")
 
 

@@ -52,6 +52,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "prune",
         "Remove every clone that ended more than --older-than ago; active clones stay.",
     ),
+    "status": (
+        "status_cmd",
+        "status",
+        "Say whether clones can run here: serve, the service, the launcher, the queue, today's "
+        "count, the setups and the secrets file; exit 1 when something keeps clones from "
+        "starting.",
+    ),
     "config": ("config_cmd", "config", "Show, create or edit the config file."),
     "plugins": (
         "plugins_cmd",

@@ -270,6 +270,14 @@ class LocalNode:
             self.index.append(folder.id)
             return folder
 
+    def active(self) -> builtins.list[CloneView]:
+        """The queued, running and waiting clones."""
+        return self._active()
+
+    def started_since(self, since: datetime) -> int:
+        """Clones admitted since `since`: what the daily limit counts."""
+        return self._count_since(since)
+
     def _count_since(self, since: datetime) -> int:
         """Clones requested since `since`, counted by the time in their ids (the index).
 
