@@ -143,7 +143,7 @@ def complete(words: str, home: Paths) -> list[str]:
 def test_completion_offers_commands_clone_ids_and_installed_engines(cli: Cli, home: Paths) -> None:
     set_up(home)
     first, second = started(cli, "acme/app#1"), started(cli, "acme/app#2")
-    assert complete("shadowclone st", home) == ["start", "stop"]
+    assert complete("shadowclone st", home) == ["start", "status", "stop"]
     assert complete("shadowclone co", home) == ["completion", "config"]
     assert complete(f"shadowclone get {first[:4]}", home) == [second, first]
     assert complete(f"shadowclone stop {second}", home) == [second]
