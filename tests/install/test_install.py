@@ -136,7 +136,7 @@ def test_the_lowest_declared_versions_run_the_demo_and_the_unit_tests(
 ) -> None:
     """Every direct dependency at the lowest version its distribution declares (uv's
     lowest-direct resolution), then the demo and the unit tests of the config, the node
-    operations and the CLI's image command against them."""
+    operations, setup and the MCP server against them."""
     bin_dir = make_venv(tmp_path / "lowest")
     requirements = [str(SOURCE / "core" / "pyproject.toml")]
     requirements += [str(p) for p in sorted((SOURCE / "plugins").glob("*/pyproject.toml"))]
@@ -151,7 +151,8 @@ def test_the_lowest_declared_versions_run_the_demo_and_the_unit_tests(
     out = run([str(bin_dir / "shadowclone"), "demo"], env=env, cwd=tmp_path)
     assert "demo done in" in out
     env["PYTHONPATH"] = str(SOURCE)  # the tests package, not the code under test
-    tests = ["tests/config", "tests/node", "tests/cli/test_demo.py"]
+    tests = ["tests/config", "tests/node", "tests/setup", "tests/mcp/test_server.py"]
+    tests += ["tests/cli/test_demo.py"]
     done = subprocess.run(
         [str(bin_dir / "python"), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
         capture_output=True,
