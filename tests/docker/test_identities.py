@@ -13,6 +13,7 @@ the owner)."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -369,3 +370,32 @@ def test_an_owner_with_the_engine_users_uid_is_refused(
         )
     assert failed.value.exit_status == 70
     assert "ENGINE_UID" in str(failed.value), "its one line says what to rebuild"
+
+
+def test_the_entry_takes_over_a_run_folder_while_serve_writes_in_it(
+    launcher: DockerLauncher, image: str, tmp_path: Path
+) -> None:
+    """Serve (root) writes its record the atomic way while the clone starts: a temporary file
+    appears and is renamed away between the entry's listing of the folder and its look at the
+    file. The entry goes on; the clone starts every time."""
+    launcher.owner = (0, 0)
+    stop = threading.Event()
+
+    def serve_writes(folder: Path) -> None:
+        while not stop.is_set():
+            for name in range(20):
+                temporary = folder / f".record.json.{name}.tmp"
+                temporary.write_text("{}\n")
+                temporary.rename(folder / "record.json")
+
+    for number in range(12):
+        spec = clone_spec(tmp_path, image, 10 + number)
+        writer = threading.Thread(target=serve_writes, args=(spec.run_folder,), daemon=True)
+        stop.clear()
+        writer.start()
+        try:
+            status = run_clone(launcher, spec, "true")
+        finally:
+            stop.set()
+            writer.join()
+        assert status.exit_code == 0, status.output_tail
