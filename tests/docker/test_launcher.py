@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import docker
 import pytest
+from shadowclone import __version__ as shadowclone_version
 from shadowclone.errors import PluginUnavailable
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.plugin import CloneState, CloneStatus, Launcher, LaunchSpec, NetworkMode
@@ -23,6 +24,7 @@ from shadowclone_docker_launch.launcher import (
     CAPABILITIES,
     LABEL_SCOPE,
     RUN_FOLDER,
+    VERSION_LABEL,
     DockerLauncher,
     container_name,
     proxy_name,
@@ -267,3 +269,32 @@ def test_check_says_what_to_do(
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     with pytest.raises(PluginUnavailable, match="start Docker"):
         DockerLauncher(tmp_path / "clones").check()
+
+
+def test_check_refuses_an_image_of_another_shadowclone(
+    client: docker.DockerClient, image: str, production_image: str, tmp_path: Path
+) -> None:
+    """The image carries the version of the shadowclone it holds; the launcher (and so
+    `shadowclone status`, start's admission and serve) refuses one that is not this machine's,
+    saying how to build it again."""
+    for built in (image, production_image):
+        labels = client.images.get(built).labels
+        assert labels.get(VERSION_LABEL) == shadowclone_version, built
+    DockerLauncher(tmp_path / "clones", production_image, client=client).check()
+
+    (tmp_path / "context").mkdir()
+    (tmp_path / "context" / "Dockerfile").write_text(
+        f'FROM {production_image}\nLABEL {VERSION_LABEL}="0.0.1"\n'
+    )
+    older = "shadowclone-test-older:0.0.1"
+    client.images.build(path=str(tmp_path / "context"), tag=older, rm=True)
+    try:
+        launcher = DockerLauncher(tmp_path / "clones", older, client=client)
+        with pytest.raises(PluginUnavailable) as refused:
+            launcher.check()
+        assert str(refused.value) == (
+            f"the clone image {older} holds shadowclone 0.0.1, and this machine runs "
+            f"{shadowclone_version}: build it again with `shadowclone image build`"
+        )
+    finally:
+        client.images.remove(older, force=True)

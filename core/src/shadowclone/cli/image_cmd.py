@@ -33,6 +33,7 @@ import click
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from shadowclone import __version__
 from shadowclone.cli.app import App, pass_app
 from shadowclone.config import load_config
 from shadowclone.config.schema import DEFAULT_IMAGE, DEMO_IMAGE
@@ -324,7 +325,11 @@ def build_image(
                 tag=name,
                 base=base,
                 context=context,
-                build_args={**engine_versions(), **packages},
+                build_args={
+                    **engine_versions(),
+                    **packages,
+                    "SHADOWCLONE_VERSION": __version__,
+                },
                 network=network,
                 target=target,
                 platform=platform,

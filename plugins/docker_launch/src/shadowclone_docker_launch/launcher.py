@@ -55,6 +55,7 @@ import docker.errors
 from docker.models.containers import Container
 from docker.models.volumes import Volume
 from docker.types import Mount
+from shadowclone import __version__ as shadowclone_version
 from shadowclone.errors import PluginUnavailable, Refused
 from shadowclone.plugin import CloneState, CloneStatus, LaunchSpec, NetworkMode
 
@@ -66,6 +67,8 @@ LABEL_CLONE = "shadowclone.clone"
 LABEL_SCOPE = "shadowclone.clones-folder"
 LABEL_PROXY_OF = "shadowclone.proxy-of"
 LABEL_EGRESS_OF = "shadowclone.egress-of"
+VERSION_LABEL = "io.shadowclone.version"
+"""The shadowclone an image holds (`shadowclone image build` sets it)."""
 
 RUN_FOLDER = "/clone/run"
 SECRETS_FILE = "/clone/secrets.toml"
@@ -409,6 +412,13 @@ class DockerLauncher:
             ) from None
         except docker.errors.DockerException as error:
             raise _unreachable(error) from None
+        labels = (found.attrs.get("Config") or {}).get("Labels") or {}
+        inside = labels.get(VERSION_LABEL)
+        if inside and inside != shadowclone_version:
+            raise PluginUnavailable(
+                f"the clone image {image} holds shadowclone {inside}, and this machine runs "
+                f"{shadowclone_version}: build it again with `shadowclone image build`"
+            )
         engine = _engine_uid(found.attrs.get("Config") or {})
         if engine is None:
             raise PluginUnavailable(
