@@ -15,6 +15,7 @@ import pytest
 from shadowclone.config import Paths
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Question, Record, State, Step
+from shadowclone.plugin import Outcome
 
 from tests.conftest import CliResult, run_shadowclone, set_up
 
@@ -101,6 +102,29 @@ def test_follow_streams_until_the_clone_ends(cli: Cli, home: Paths) -> None:
     lines = result.out.splitlines()
     assert "target    note     issue #1: fix it" in lines[0]
     assert "finish    final    finished: None  http://x/pull/2" in lines[1]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "state", "code"),
+    [
+        (Outcome.DONE, "done", 0),
+        (Outcome.FAILED, "failed", 1),
+        (Outcome.STALLED, "failed", 1),
+        (Outcome.STOPPED, "stopped", 1),
+    ],
+)
+def test_follow_ends_as_the_final_line_says_before_serve_records_it(
+    cli: Cli, home: Paths, outcome: Outcome, state: str, code: int
+) -> None:
+    """The final line ends the follow; serve records the end a moment later. Until it has,
+    the follow's last line and `--exit-status` go by the final line, not the running record."""
+    clone_id = started(cli, home)
+    folder = RunFolder(home.clones_dir / clone_id)
+    folder.write_record(Record(id=clone_id, state=State.RUNNING))
+    folder.append_progress(ProgressLine(Step.FINISH, ProgressKind.FINAL, outcome=outcome))
+    result = cli("get", clone_id, "--follow", "--exit-status")
+    assert result.code == code, result.err
+    assert result.out.splitlines()[-1] == f"clone {clone_id} is {state}"
 
 
 def test_plugins_lists_engines_and_launchers_with_their_distributions(cli: Cli) -> None:

@@ -21,7 +21,8 @@ from shadowclone.cli.params import ENGINE, complete_clone_id
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.local import CloneView
 from shadowclone.node.retention import Removed, parse_duration
-from shadowclone.node.schemas import CONVERTER, State
+from shadowclone.node.schemas import CONVERTER, ProgressLine, State
+from shadowclone.plugin.types import Outcome
 
 LIST_COLUMNS = (("ID", 18), ("STATE", 9), ("TARGET", 24), ("ENGINE", 8), ("REQUESTED", 9))
 """`list`'s columns and their widths (a wider target pushes its row on); the last column, the
@@ -173,18 +174,24 @@ def get(app: App, clone_id: str, follow: bool, lines: int, exit_status: bool, as
     def waiting(reason: str) -> None:
         click.echo(f"waiting for {reason}", err=True)
 
+    final: ProgressLine | None = None
     for line in node.follow(clone_id, lines=lines, on_wait=waiting):
+        final = line if line.final else final
         if as_json:
             data = CONVERTER.unstructure(line)
             click.echo(json.dumps(data, ensure_ascii=False, default=str))
         else:
             app.out.print(format_progress(line))
     view = node.get(clone_id, lines=1)
+    state = view.state
+    if final is not None and state.active:
+        # Serve records the end a moment after the final line: the line says how it ended.
+        from shadowclone.serve.records import ENDED_BY
+
+        state = ENDED_BY[final.outcome or Outcome.FAILED]
     if not as_json:
-        app.out.print(
-            f"clone {view.id} is {view.state}" + (f": {view.pr_url}" if view.pr_url else "")
-        )
-    if exit_status and view.state in (State.FAILED, State.STOPPED):
+        app.out.print(f"clone {view.id} is {state}" + (f": {view.pr_url}" if view.pr_url else ""))
+    if exit_status and state in (State.FAILED, State.STOPPED):
         return 1
     return 0
 
