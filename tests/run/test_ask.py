@@ -1,12 +1,15 @@
-"""The `shadowclone_ask` MCP server, driven over stdio by the MCP SDK's own client."""
+"""The `shadowclone_ask` MCP servers, driven by the MCP SDK's own client: the stdio server an
+engine starts itself (on the SDK) and the run program's own (streamable HTTP, without the SDK),
+each test over both where both apply."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -36,7 +39,7 @@ BOUND_S = 30.0
 
 
 @asynccontextmanager
-async def ask_server(
+async def stdio_server(
     folder: RunFolder, timeout_s: float, outbox: Path | None = None, cwd: Path | None = None
 ) -> AsyncIterator[Client]:
     """The real server, started from the very argv an engine gets as `EngineTask.ask_command`."""
@@ -44,6 +47,27 @@ async def ask_server(
     params = StdioServerParameters(command=argv[0], args=list(argv[1:]), cwd=cwd)
     async with Client(params) as client:
         yield client
+
+
+@asynccontextmanager
+async def http_server(folder: RunFolder, timeout_s: float) -> AsyncIterator[Client]:
+    """The run program's server, at the URL and with the headers an engine gets."""
+    service = AskService(folder, Redactor(()), timeout_s)
+    await service.start()
+    try:
+        async with (
+            httpx2.AsyncClient(headers=service.headers, timeout=BOUND_S) as http,
+            Client(streamable_http_client(service.url, http_client=http)) as client,
+        ):
+            yield client
+    finally:
+        await service.close()
+
+
+@pytest.fixture(params=["stdio", "http"])
+def ask_server(request: pytest.FixtureRequest) -> Callable[[RunFolder, float], Any]:
+    """Either server, as a context manager of a connected client."""
+    return stdio_server if request.param == "stdio" else http_server
 
 
 def text_of(result: CallToolResult) -> str:
@@ -69,7 +93,9 @@ def deliver(folder: RunFolder, line: InboxLine) -> None:
     files.append_line(folder.deliveries_file, schemas.dumps(line))
 
 
-async def test_the_owners_answer_is_returned_and_recorded(folder: RunFolder) -> None:
+async def test_the_owners_answer_is_returned_and_recorded(
+    folder: RunFolder, ask_server: Callable[[RunFolder, float], Any]
+) -> None:
     async with ask_server(folder, 600) as client:
         call = asyncio.ensure_future(
             client.call_tool(
@@ -105,7 +131,9 @@ async def test_the_owners_answer_is_returned_and_recorded(folder: RunFolder) -> 
     assert answered.answer.chosen_by is ChosenBy.OWNER
 
 
-async def test_after_the_wait_limit_the_recommended_option_is_taken(folder: RunFolder) -> None:
+async def test_after_the_wait_limit_the_recommended_option_is_taken(
+    folder: RunFolder, ask_server: Callable[[RunFolder, float], Any]
+) -> None:
     arguments = {"question": "Which name?", "options": ["foo", "bar"], "recommended": "bar"}
     async with ask_server(folder, 1) as client:
         first = await asyncio.wait_for(client.call_tool(TOOL_NAME, arguments), BOUND_S)
@@ -130,24 +158,24 @@ async def test_after_the_wait_limit_the_recommended_option_is_taken(folder: RunF
     ]
 
 
-MALFORMED = [
+MALFORMED: list[dict[str, Any]] = [
     {"question": "Which?", "options": ["a", "b"], "recommended": "c"},
     {"question": "Which?", "options": ["a"], "recommended": "a"},
     {"question": "Which?", "options": ["a", "a"], "recommended": "a"},
     {"question": "Which?", "options": ["a", ""], "recommended": "a"},
     {"question": " ", "options": ["a", "b"], "recommended": "a"},
+    {"question": "Which?", "options": "a, b", "recommended": "a"},
+    {"question": 7, "options": ["a", "b"], "recommended": "a"},
+    {"question": "Which?", "options": ["a", 2], "recommended": "a"},
+    {"question": "Which?", "options": ["a", "b"]},
+    {},
 ]
 
 
 async def test_one_described_tool_that_refuses_a_malformed_question(
-    folder: RunFolder, tmp_path: Path
+    folder: RunFolder, ask_server: Callable[[RunFolder, float], Any]
 ) -> None:
-    # Engines start the server in the workspace: a repository's own `mcp` package must not be
-    # imported in its place.
-    workspace = tmp_path / "workspace"
-    (workspace / "mcp").mkdir(parents=True)
-    (workspace / "mcp" / "__init__.py").write_text("raise SystemExit('the workspace ran')\n")
-    async with ask_server(folder, 600, cwd=workspace) as client:
+    async with ask_server(folder, 600) as client:
         assert client.server_info is not None
         assert client.server_info.name == SERVER_NAME
         tools = (await client.list_tools()).tools
@@ -159,11 +187,41 @@ async def test_one_described_tool_that_refuses_a_malformed_question(
     schema = tools[0].input_schema
     assert sorted(schema["required"]) == ["options", "question", "recommended"]
     assert schema["properties"]["options"]["type"] == "array"
+    assert schema["properties"]["options"]["items"] == {"type": "string"}
     assert "recommended" in (tools[0].description or "")
+    assert "10 minutes" in (tools[0].description or "")
+    assert tools[0].annotations is not None
+    assert tools[0].annotations.read_only_hint is True
     for arguments, result in zip(MALFORMED, results, strict=True):
         assert result.is_error, arguments
     assert "not one of the options" in text_of(results[0])
     assert lines_of(folder, ProgressKind.QUESTION) == []
+
+
+async def test_the_two_servers_describe_the_same_tool(folder: RunFolder) -> None:
+    """What the SDK derives from the stdio server's annotated parameters is what the run
+    program's server writes out by hand."""
+    async with stdio_server(folder, 600) as stdio, http_server(folder, 600) as http:
+        [by_sdk] = (await stdio.list_tools()).tools
+        [by_hand] = (await http.list_tools()).tools
+        expected = by_sdk.model_dump(exclude_none=True)
+        del expected["input_schema"]["title"]  # the SDK's name for its arguments model
+        assert by_hand.model_dump(exclude_none=True) == expected
+        assert http.server_info is not None
+        assert stdio.server_info is not None
+        assert http.server_info.name == stdio.server_info.name
+
+
+async def test_a_workspaces_own_mcp_package_is_not_imported(
+    folder: RunFolder, tmp_path: Path
+) -> None:
+    """Engines start the stdio server in the workspace: a repository's own `mcp` package must
+    not be imported in place of the SDK."""
+    workspace = tmp_path / "workspace"
+    (workspace / "mcp").mkdir(parents=True)
+    (workspace / "mcp" / "__init__.py").write_text("raise SystemExit('the workspace ran')\n")
+    async with stdio_server(folder, 600, cwd=workspace) as client:
+        assert [tool.name for tool in (await client.list_tools()).tools] == [TOOL_NAME]
 
 
 async def test_lines_go_to_the_outbox_and_the_relay_masks_the_secrets(
@@ -175,7 +233,7 @@ async def test_lines_go_to_the_outbox_and_the_relay_masks_the_secrets(
     outbox = tmp_path / "engine" / "asks.jsonl"
     question = "May I print plain-looking-secret-42 in the log?"
     arguments = {"question": question, "options": ["yes", "no"], "recommended": "no"}
-    async with ask_server(folder, 0.5, outbox) as client:
+    async with stdio_server(folder, 0.5, outbox) as client:
         result = await asyncio.wait_for(client.call_tool(TOOL_NAME, arguments), BOUND_S)
     assert not result.is_error
     assert not folder.progress_file.exists()
@@ -191,7 +249,9 @@ async def test_lines_go_to_the_outbox_and_the_relay_masks_the_secrets(
     assert not lines_of(folder, ProgressKind.FINAL)
 
 
-async def test_a_call_the_engine_abandons_is_settled_as_withdrawn(folder: RunFolder) -> None:
+async def test_a_call_the_engine_abandons_is_settled_as_withdrawn(
+    folder: RunFolder, ask_server: Callable[[RunFolder, float], Any]
+) -> None:
     arguments = {"question": "Which?", "options": ["a", "b"], "recommended": "a"}
     async with ask_server(folder, 600) as client:
         call = asyncio.ensure_future(client.call_tool(TOOL_NAME, arguments))

@@ -122,9 +122,8 @@ class CloneRun:
         self.identity = identity or EngineIdentity()
         self.progress = ProgressWriter(folder, Redactor(secrets.all_values()))
         self.ask_service = AskService(folder, Redactor(secrets.all_values()), request.ask_timeout_s)
-        """Served from this process, started beside the first steps: the engine never waits
-        for it."""
-        self._ask_ready: asyncio.Task[None] | None = None
+        """Served from this process from its start: the engine never waits for it."""
+        self._asks_served = False
         self._proxy_ready: asyncio.Task[ModelProxy] | None = None
         self.engine_area = folder.path / ENGINE_AREA
         """The engine's corner of the run folder: its home, state folders and the ask
@@ -144,7 +143,7 @@ class CloneRun:
 
     async def run(self) -> int:
         self._prepare_engine_area()
-        self.ask_service.listen()
+        await self._serve_asks()
         self._early_model_proxy()
         watcher = asyncio.create_task(set_on_stop(self.folder, self.stop))
         relay = asyncio.create_task(self.asks.run())
@@ -166,10 +165,6 @@ class CloneRun:
                     self.model_proxy = await self._proxy_ready
             if self.model_proxy is not None:
                 await self.model_proxy.close()
-            if self._ask_ready is not None:
-                self._ask_ready.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self._ask_ready
             await self.ask_service.close()
             for state_dir in self.state_dirs:
                 self.identity.remove(state_dir)
@@ -437,7 +432,9 @@ class CloneRun:
         # (a login shell's init, its locks and caches) is the engine's to run or to hold.
         env.update({"HOME": str(self.engine_area / "home"), "TMPDIR": str(state_dir)})
         assert self.workspace is not None
-        ask_url, ask_headers = await self._ask_server()
+        ask_url, ask_headers = (
+            (self.ask_service.url, self.ask_service.headers) if self._asks_served else ("", {})
+        )
         return EngineTask(
             workspace=self.workspace.path,
             prompt=prompt,
@@ -452,30 +449,20 @@ class CloneRun:
             run_as=self.identity.argv_prefix(),
         )
 
-    async def _ask_server(self) -> tuple[str, dict[str, str]]:
-        """The ask server's URL and headers: it listens from the run program's start, and the
-        engine's connection waits for it to serve. Nothing, if it failed to start (the engine
-        then starts it from `ask_command` itself)."""
-        if self._ask_ready is not None and self._ask_ready.done():
-            failure = None if self._ask_ready.cancelled() else self._ask_ready.exception()
-            if failure is not None:
-                log.warning("the ask server could not start in-process: %s", failure)
-                return "", {}
-        return self.ask_service.listen(), self.ask_service.headers
-
-    def _serve_asks(self) -> None:
-        """Serve the ask server as the engine starts: its import (the MCP SDK, a third of a
-        second of the run program's CPU) then runs beside the engine's own start, not beside
-        the workspace's preparation, and the engine's first connection waits in the listen
-        queue meanwhile."""
-        if self._ask_ready is None:
-            self._ask_ready = asyncio.create_task(self.ask_service.start())
+    async def _serve_asks(self) -> None:
+        """Serve the ask server; should it fail to (no loopback port), the engine starts the
+        stdio server from `ask_command` itself."""
+        try:
+            await self.ask_service.start()
+        except OSError as error:
+            log.warning("the ask server could not start in-process: %s", error)
+        else:
+            self._asks_served = True
 
     async def _engine(self, prompt: str) -> EngineResult:
         assert self.plan is not None
         self.progress.note(Step.ENGINE, f"starting {self.request.engine}")
         task = await self._task(prompt, web_tools=self.plan.mode is not Mode.REVIEW)
-        self._serve_asks()
         session = await self.registry.engine(self.request.engine).factory().launch(task)
         messages = delivered(self.folder, kinds={InboxKind.MESSAGE})
         async with contextlib.aclosing(messages):
@@ -492,7 +479,6 @@ class CloneRun:
 
     async def _consult(self, prompt: str) -> str:
         task = await self._task(prompt, web_tools=False)
-        self._serve_asks()
         session = await self.registry.engine(self.request.engine).factory().launch(task)
         result = await supervise_engine(
             session, self.progress, None, self.stop, self.request.stall_timeout_s

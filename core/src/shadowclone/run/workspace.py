@@ -267,8 +267,7 @@ def _make_private(private: Path, engine_git_dir: Path) -> None:
         shutil.rmtree(private)
     private.mkdir(mode=0o700)
     os.chmod(private, 0o700)
-    # One process copies it: a copy in Python takes the GIL back for every file, while the
-    # ask server's import holds it on the way to the engine's start.
+    # One process copies it: a copy in Python takes the GIL back for every file.
     copied = subprocess.run(
         ["cp", "-a", "--", str(engine_git_dir), str(private / PRIVATE_GIT)],
         capture_output=True,
