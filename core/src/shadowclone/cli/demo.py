@@ -221,9 +221,9 @@ def _follow(app: App, node: LocalNode, clone_id: str) -> bool:
             answered = True
         if time.monotonic() > deadline:
             raise DemoFailed(f"the clone did not finish within {DEMO_TIMEOUT_S:.0f} s")
-    # The final line is written; give serve a moment to record the ending.
+    # The final line is written: serve records the end as the clone's process exits.
     while node.get(clone_id, lines=1).state.active and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.02)
     return answered
 
 

@@ -251,6 +251,16 @@ def read_lines(path: Path, start: int = 0) -> tuple[list[bytes], int]:
     """Complete lines from byte offset `start` (at most `MAX_READ_BYTES` of them), and the
     offset just after the last one."""
     try:
+        known = os.lstat(path)
+    except FileNotFoundError:
+        return [], start
+    except OSError as error:
+        raise MalformedFile(path, f"cannot read: {_why(error)}") from None
+    if stat.S_ISREG(known.st_mode) and known.st_size == start:
+        # Nothing new. A look at the size opens nothing: an open is an event for every
+        # watcher of the folder (serve's, with a hundred clones polling their files).
+        return [], start
+    try:
         descriptor = open_plain(path, os.O_RDONLY)
     except FileNotFoundError:
         return [], start

@@ -8,7 +8,7 @@ restart of serve, however abrupt, neither drops nor repeats a line.
 
 serve sleeps on filesystem events for the clones folder (watchfiles, in a thread of its own),
 wakes a few times a second to check its timers and asks the launcher how its clones are doing
-about once a second; everything is also read again every few seconds in case an event was
+every two seconds; everything is also read again every few seconds in case an event was
 missed. A clone that has written its final line (or was asked to stop) is about to exit: a
 short-lived thread asks the launcher about it every few milliseconds and wakes serve as soon
 as it has, so its record shows the end (and the exit code) at once.
@@ -60,8 +60,9 @@ class ServeSettings:
     before serve asks its launcher to stop it."""
     kill_grace_s: float = 10.0
     """The launcher's own grace between asking the clone to end and forcing it."""
-    status_poll_s: float = 1.0
-    """How often the launcher is asked about running clones."""
+    status_poll_s: float = 2.0
+    """How often the launcher is asked about running clones: how soon a clone that died
+    without its final line is found (one that wrote it is watched closely, `_await_exit`)."""
     rescan_s: float = 5.0
     """The safety net: every clone is read again this often, events or not."""
     tick_s: float = 0.25
@@ -230,6 +231,8 @@ class Server:
             log.warning(
                 "cannot watch %s (%s); reading it every %s s", root, error, self.settings.tick_s
             )
+        finally:
+            self._events.put(set())  # serve stops (or reads on a timer): wake it now
 
     def _await_exit(self, clone: Clone) -> None:
         """Wake serve as soon as `clone`, which said its last word or was asked to stop, has

@@ -253,7 +253,7 @@ class FakeLauncher:
         ended = self._exit(folder)
         if ended is not None:
             return ended
-        # A running clone's output is read only once it has ended (serve asks every second).
+        # A running clone's output is read only once it has ended (serve asks every few seconds).
         if _lock_held(folder / keeper.LOCK_FILE):
             return CloneStatus(clone_id, CloneState.RUNNING)
         ended = self._exit(folder)  # the keeper may have written it and gone just now

@@ -3,9 +3,12 @@ model (the demo and the end-to-end tests).
 
 It is an `Engine` like the real ones, and goes through the same paths: its events are the
 normalized ones, an owner's message sent with `send()` becomes part of the work, and a question
-goes through the real `shadowclone_ask` MCP server, started from `EngineTask.ask_command` over
+goes through the real `shadowclone_ask` MCP server, the run program's own at `EngineTask.ask_url`
+(spoken to in MCP's JSON-RPC over httpx2) or else started from `EngineTask.ask_command` over
 stdio with the MCP SDK's client, so the question progress line, the answer from
-`deliveries.jsonl` and the timeout path are exactly what a real engine meets.
+`deliveries.jsonl` and the timeout path are exactly what a real engine meets. (The SDK is
+imported only for the stdio server: its import, half a second, would be most of a demo's
+engine start.)
 
 Where the script comes from: the variable `SHADOWCLONE_SCRIPT`, looked up in `task.env` and then
 in this process's environment. Its value is either a JSON list of steps, or the path of a file
@@ -54,11 +57,6 @@ from typing import Any, TextIO
 
 import attrs
 import httpx2
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.types import CallToolResult, TextContent
 from shadowclone.errors import BadInput, Refused
 from shadowclone.plugin.types import (
     EngineEvent,
@@ -84,6 +82,7 @@ ASK_TOOL = f"mcp__{SERVER_NAME}__{TOOL_NAME}"
 """The name a real engine reports for the ask tool."""
 
 ASK_START_TIMEOUT_S = 30.0
+MCP_PROTOCOL_VERSION = "2025-06-18"
 """How long the ask server may take to start and answer the handshake."""
 ASK_TIMEOUT_MARGIN_S = 60.0
 """Added to the ask wait limit: the server itself takes the recommended option in time."""
@@ -541,7 +540,7 @@ class ScriptedSession:
         }
         self._emit(ToolUseEvent(ASK_TOOL, " ".join(question.split())))
         result, log_tail = await self._call_ask_server(arguments)
-        said = _text_of(result)
+        said = result.text
         if result.is_error:
             raise ScriptFailed(f"step {self._step}: the ask tool refused the question: {said}")
         if match := _OWNER_ANSWERED.match(said):
@@ -556,7 +555,7 @@ class ScriptedSession:
                 f"step {self._step}: cannot read the ask tool's result: {said!r}{detail}"
             )
 
-    async def _call_ask_server(self, arguments: dict[str, Any]) -> tuple[CallToolResult, str]:
+    async def _call_ask_server(self, arguments: dict[str, Any]) -> tuple[ToolResult, str]:
         """Call the ask server where the task says it runs (`ask_url`), or start it from
         `task.ask_command`, as a real engine would, and call it."""
         if self.task.ask_url:
@@ -570,13 +569,11 @@ class ScriptedSession:
             raise ScriptFailed(
                 f"step {self._step}: no ask server (the task's ask_command is empty)"
             )
-        command, *args = (*self.task.run_as, *self.task.ask_command)
-        params = StdioServerParameters(command=command, args=args, cwd=self.task.workspace)
         self.task.state_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.task.state_dir / "ask-server.log"
         with log_path.open("a", encoding="utf-8") as errlog:
             try:
-                result = await self._call(params, errlog, arguments)
+                result = await self._call_stdio(errlog, arguments)
             except Exception as error:
                 errlog.flush()
                 tail = _tail(log_path)
@@ -586,27 +583,73 @@ class ScriptedSession:
                 ) from error
         return result, _tail(log_path)
 
-    async def _call_http(self, arguments: dict[str, Any]) -> CallToolResult:
+    async def _call_http(self, arguments: dict[str, Any]) -> ToolResult:
+        """MCP's streamable HTTP transport as its clients speak it: initialize, say so, call."""
         wait_s = self.task.limits.ask_timeout_s + ASK_TIMEOUT_MARGIN_S
-        timeout = httpx2.Timeout(ASK_START_TIMEOUT_S, read=wait_s)
-        async with (
-            create_mcp_http_client(dict(self.task.ask_headers), timeout) as http,
-            streamable_http_client(self.task.ask_url, http_client=http) as (read, write),
-            ClientSession(read, write, read_timeout_seconds=ASK_START_TIMEOUT_S) as client,
-        ):
-            await client.initialize()
-            return await client.call_tool(TOOL_NAME, arguments, read_timeout_seconds=wait_s)
+        headers = {**self.task.ask_headers, "Accept": "application/json, text/event-stream"}
+        async with httpx2.AsyncClient(
+            headers=headers, timeout=httpx2.Timeout(ASK_START_TIMEOUT_S, read=wait_s)
+        ) as http:
+            hello = {
+                "protocolVersion": MCP_PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "scripted", "version": "1"},
+            }
+            await _rpc(http, self.task.ask_url, 1, "initialize", hello)
+            notified = await http.post(
+                self.task.ask_url,
+                json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            )
+            notified.raise_for_status()
+            call = {"name": TOOL_NAME, "arguments": arguments}
+            result = await _rpc(http, self.task.ask_url, 2, "tools/call", call)
+        blocks = result.get("content") if isinstance(result, dict) else None
+        if not isinstance(blocks, list):
+            raise ValueError(f"a tools/call result with no content: {result!r:.200}")
+        text = "\n".join(str(block.get("text", "")) for block in blocks if isinstance(block, dict))
+        return ToolResult(text, bool(result.get("isError")))
 
-    async def _call(
-        self, params: StdioServerParameters, errlog: TextIO, arguments: dict[str, Any]
-    ) -> CallToolResult:
+    async def _call_stdio(self, errlog: TextIO, arguments: dict[str, Any]) -> ToolResult:
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+        from mcp.types import TextContent
+
+        command, *args = (*self.task.run_as, *self.task.ask_command)
+        params = StdioServerParameters(command=command, args=args, cwd=self.task.workspace)
         wait_s = self.task.limits.ask_timeout_s + ASK_TIMEOUT_MARGIN_S
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
             ClientSession(read, write, read_timeout_seconds=ASK_START_TIMEOUT_S) as client,
         ):
             await client.initialize()
-            return await client.call_tool(TOOL_NAME, arguments, read_timeout_seconds=wait_s)
+            result = await client.call_tool(TOOL_NAME, arguments, read_timeout_seconds=wait_s)
+        text = "\n".join(b.text for b in result.content if isinstance(b, TextContent))
+        return ToolResult(text, result.is_error)
+
+
+@attrs.frozen
+class ToolResult:
+    text: str
+    is_error: bool
+
+
+async def _rpc(
+    http: httpx2.AsyncClient, url: str, ident: int, method: str, params: dict[str, Any]
+) -> Any:
+    """One JSON-RPC request's result; its answer may come as JSON or as an event stream."""
+    response = await http.post(
+        url, json={"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+    )
+    response.raise_for_status()
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in response.text.splitlines() if line[:5] == "data:"]
+        answers = [json.loads(item) for item in data if item]
+        message = next((a for a in answers if isinstance(a, dict) and a.get("id") == ident), None)
+    else:
+        message = response.json()
+    if not isinstance(message, dict) or "result" not in message:
+        raise ValueError(f"{method}: no result in the answer: {message!r:.300}")
+    return message["result"]
 
 
 async def _end_group(process: asyncio.subprocess.Process) -> None:
@@ -621,10 +664,6 @@ def _leaves(error: BaseException) -> str:
     if isinstance(error, BaseExceptionGroup):
         return "; ".join(_leaves(inner) for inner in error.exceptions)
     return repr(error)
-
-
-def _text_of(result: CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 def _tail(path: Path) -> str:
