@@ -117,6 +117,21 @@ class TestRunProgram:
         assert steps.index("review") < steps.index("save") < steps.index("finish")
         assert final.report is not None and "GREETING.md | 1 +" in final.report
 
+    def test_an_issue_that_cannot_be_read_fails_with_one_line_while_cloning(
+        self, world: World
+    ) -> None:
+        """The clone begins as soon as the repository is read: a target that cannot be read
+        after it (an issue that does not exist) still ends the clone with one line saying so,
+        and the engine never starts."""
+        with models(Text("never asked")) as server:
+            code, lines = world.run(world.folder(404, server))
+            assert server.requests == []
+        assert (code, lines[-1].outcome) == (1, Outcome.FAILED)
+        [error] = [line for line in lines if line.kind is ProgressKind.ERROR]
+        assert error.step.value == "target"
+        assert "owner/app#404: 404 Not Found" in error.text
+        assert [line for line in lines if line.step.value == "engine"] == []
+
     def test_the_owners_pull_request_is_continued_on_its_branch(self, world: World) -> None:
         gh = world.github
         number = gh.create_pull_request(

@@ -71,7 +71,7 @@ from shadowclone.run.redact import (
 from shadowclone.run.save import Saved, save
 from shadowclone.run.secrets import Secrets
 from shadowclone.run.target import Mode, Plan, resolve
-from shadowclone.run.workspace import Workspace, prepare, trust_work_tree
+from shadowclone.run.workspace import Workspace, clone, prepare, trust_work_tree
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,8 @@ class CloneRun:
         self.ask_service = AskService(folder, Redactor(secrets.all_values()), request.ask_timeout_s)
         """Served from this process from its start: the engine never waits for it."""
         self._asks_served = False
+        self._cloning: asyncio.Future[None] | None = None
+        """The repository's clone, begun as soon as the target names it."""
         self._proxy_ready: asyncio.Task[ModelProxy] | None = None
         self.engine_area = folder.path / ENGINE_AREA
         """The engine's corner of the run folder: its home, state folders and the ask
@@ -334,13 +336,30 @@ class CloneRun:
         self.progress.note(Step.TARGET, self.identity.describe())
         self.progress.note(Step.TARGET, f"resolving {target.key} on {self.request.github_api_url}")
         self.client = GithubClient(self.secrets.github_token, api_url=self.request.github_api_url)
-        self.plan = await asyncio.to_thread(resolve, self.client, target)
+        repository = await asyncio.to_thread(self.client.repository, target.repo_full_name)
+        # The clone needs only the repository: it runs while the rest of the target is read.
+        self._cloning = asyncio.ensure_future(
+            asyncio.to_thread(
+                clone,
+                self.workspace_path,
+                repository.clone_url,
+                self.secrets.github_token,
+                self.identity,
+            )
+        )
+        try:
+            self.plan = await asyncio.to_thread(resolve, self.client, target, repository)
+        except BaseException:
+            await asyncio.gather(self._cloning, return_exceptions=True)  # a thread runs on
+            raise
         self.progress.note(Step.TARGET, self.plan.describe())
         self._check_stop()
 
     async def _workspace(self) -> None:
         assert self.plan is not None
         plan = self.plan
+        if self._cloning is not None:
+            await self._cloning
         self.workspace = await asyncio.to_thread(
             prepare,
             self.workspace_path,
@@ -348,6 +367,7 @@ class CloneRun:
             self.secrets.github_token,
             self.folder.path / PRIVATE_AREA,
             self.identity,
+            cloned=self._cloning is not None,
         )
         user = plan.user.name or plan.user.login
         self.progress.note(

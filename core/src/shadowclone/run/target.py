@@ -58,8 +58,9 @@ def branch_name(number: int, title: str) -> str:
     return f"shadowclone/{number}-{short}"
 
 
-def resolve(client: GithubClient, target: Target) -> Plan:
-    repository = client.repository(target.repo_full_name)
+def resolve(client: GithubClient, target: Target, repository: Repository | None = None) -> Plan:
+    """What the clone works on, and how; `repository` when it was read already."""
+    repository = repository or client.repository(target.repo_full_name)
     issue = client.issue(target.repo_full_name, target.number)
     user = client.token_user()
     if not issue.is_pull_request:

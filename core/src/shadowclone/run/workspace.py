@@ -199,22 +199,13 @@ def git(
     return done.stdout
 
 
-def prepare(
-    path: Path,
-    plan: Plan,
-    token: str,
-    private: Path | None = None,
-    identity: EngineIdentity | None = None,
-) -> Workspace:
-    """Clone the repository, set the owner's identity, check out the clone's branch, install
-    the pre-push hook, and copy the fresh git directory to the run program's `private`
-    folder (default: `private` beside the workspace)."""
-    identity = identity or EngineIdentity()
-    private = private or path.parent / "private"
+def clone(path: Path, clone_url: str, token: str, identity: EngineIdentity | None = None) -> None:
+    """Clone the repository's default branch into `path` (made, shared with the engine): the
+    part of `prepare` that needs only the repository, so it can run while the target is still
+    being read."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.mkdir(exist_ok=True)
-    identity.share(path)
-    clone_url = plan.repository.clone_url
+    (identity or EngineIdentity()).share(path)
     git(
         path,
         "-c",
@@ -226,6 +217,24 @@ def prepare(
         ".",
         token=token,
     )
+
+
+def prepare(
+    path: Path,
+    plan: Plan,
+    token: str,
+    private: Path | None = None,
+    identity: EngineIdentity | None = None,
+    *,
+    cloned: bool = False,
+) -> Workspace:
+    """Clone the repository (unless `cloned`), set the owner's identity, check out the clone's
+    branch, install the pre-push hook, and copy the fresh git directory to the run program's
+    `private` folder (default: `private` beside the workspace)."""
+    identity = identity or EngineIdentity()
+    private = private or path.parent / "private"
+    if not cloned:
+        clone(path, plan.repository.clone_url, token, identity)
     engine = Workspace(path, token)  # the workspace's .git: ours until the engine starts
     user = plan.user
     engine.git("config", "user.name", user.name or user.login)
@@ -249,10 +258,11 @@ def prepare(
         )
         engine.git("checkout", "--quiet", local)
     install_pre_push_hook(path, plan.branch, default)
-    base = plan.pull_request.base_branch if plan.pull_request else default
-    base_ref = engine.git("merge-base", "HEAD", f"origin/{base}").strip()
     if plan.mode is Mode.ISSUE:
-        base_ref = engine.head()
+        base_ref = engine.head()  # a new branch: it starts where the default branch is
+    else:
+        base = plan.pull_request.base_branch if plan.pull_request else default
+        base_ref = engine.git("merge-base", "HEAD", f"origin/{base}").strip()
     _make_private(private, path / ".git")
     workspace = Workspace(path, token, base_ref, private, identity)
     workspace.git("config", "credential.helper", CREDENTIAL_HELPER)
