@@ -283,3 +283,27 @@ def test_listing_clones_loads_no_plugin() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_caps_from_the_config_and_from_start(cli: Cli, home: Paths) -> None:
+    set_up(home)
+    assert cli("config", "set", "limits.clone_minutes", "45").code == 0
+    result = cli("start", "acme/app#7", "--max-cost", "2.5", "--json")
+    assert result.code == 0, result.err
+    caps = json.loads(result.out)["caps"]
+    assert caps == {"minutes": 45.0, "turns": None, "cost_usd": 2.5}
+    shown = cli("get", json.loads(result.out)["id"]).out
+    assert "caps      45 minutes, $2.5" in shown
+    for option, value in (
+        ("--max-cost", "0"),
+        ("--max-minutes", "-1"),
+        ("--max-minutes", "nan"),
+        ("--max-turns", "0"),
+        ("--max-cost", "lots"),
+    ):
+        refused = cli("start", "acme/app#8", option, value)
+        assert refused.code == 2, (option, value)
+        assert option in refused.err and "Traceback" not in refused.err
+        assert len(refused.err.strip().splitlines()) <= 3
+    bad = cli("config", "set", "--", "limits.clone_cost_usd", "-3")
+    assert bad.code != 0 and "limits.clone_cost_usd" in bad.err

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from shadowclone.config import Paths, default_paths
 from shadowclone.node.local import CloneView, LocalNode, local_node
-from shadowclone.node.schemas import CONVERTER, ProgressKind, ProgressLine
+from shadowclone.node.schemas import CONVERTER, Caps, ProgressKind, ProgressLine
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -113,6 +113,8 @@ def describe(view: CloneView) -> str:
         rows.append(f"ended     {view.ended_at.astimezone():%Y-%m-%d %H:%M:%S}")
     if view.started_at:
         rows.append(f"usage     {usage_line(view)}")
+    if view.caps != Caps():
+        rows.append(f"caps      {view.caps.describe()}")
     if view.question:
         q = view.question
         rows.append(f"question  {q.id}: {q.text}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from datetime import UTC
 
@@ -21,7 +22,7 @@ from shadowclone.cli.params import ENGINE, complete_clone_id
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.local import CloneView
 from shadowclone.node.retention import Removed, parse_duration
-from shadowclone.node.schemas import CONVERTER, ProgressLine, State
+from shadowclone.node.schemas import CONVERTER, Caps, ProgressLine, State
 from shadowclone.plugin.types import Outcome
 
 LIST_COLUMNS = (("ID", 18), ("STATE", 9), ("TARGET", 24), ("ENGINE", 8), ("REQUESTED", 9))
@@ -38,6 +39,13 @@ def list_row(cells: tuple[str, ...]) -> str:
     return f"{padded}  {last}".rstrip()
 
 
+def finite(_context: click.Context, _param: click.Parameter, value: float | None) -> float | None:
+    """click's ranges let nan through (it compares false both ways)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"expected a number, got {value}")
+    return value
+
+
 @click.command()
 @click.argument("target")
 @click.option(
@@ -51,6 +59,24 @@ def list_row(cells: tuple[str, ...]) -> str:
     is_flag=True,
     help="Let this clone push what looks like a secret (otherwise it stops the push).",
 )
+@click.option(
+    "--max-minutes",
+    type=click.FloatRange(min=0, min_open=True, max=10**6),
+    callback=finite,
+    help="Pause and ask after this many minutes of work (default: [limits] clone_minutes).",
+)
+@click.option(
+    "--max-turns",
+    type=click.IntRange(min=1),
+    help="Pause and ask after this many turns (default: [limits] clone_turns).",
+)
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0, min_open=True, max=10**6),
+    callback=finite,
+    metavar="USD",
+    help="Pause and ask at this cost in dollars (default: [limits] clone_cost_usd).",
+)
 @json_option
 @pass_app
 def start(
@@ -59,6 +85,9 @@ def start(
     engine: str | None,
     instructions: str,
     allow_secrets: bool,
+    max_minutes: float | None,
+    max_turns: int | None,
+    max_cost: float | None,
     as_json: bool,
 ) -> None:
     """Queue a clone on TARGET: owner/repo#N, or an issue or pull request URL.
@@ -68,9 +97,14 @@ def start(
       shadowclone start you/app#12
       shadowclone start https://github.com/you/app/pull/7 --engine codex
       shadowclone start you/app#12 -m "add a test for the empty case"
+      shadowclone start you/app#12 --max-minutes 30 --max-cost 2
     """
     view = app.node().start(
-        target, engine=engine, instructions=instructions, allow_secrets=allow_secrets
+        target,
+        engine=engine,
+        instructions=instructions,
+        allow_secrets=allow_secrets,
+        caps=Caps(minutes=max_minutes, turns=max_turns, cost_usd=max_cost),
     )
     if as_json:
         emit_json(view)

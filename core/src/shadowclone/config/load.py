@@ -121,6 +121,10 @@ def check(config: Config) -> list[str]:
         problems.append("limits.ask_timeout_s: expected more than 0 and at most 1800 seconds")
     if not 0 < config.limits.stall_timeout_s < math.inf:
         problems.append("limits.stall_timeout_s: expected a number of seconds more than 0")
+    for key in ("clone_minutes", "clone_cost_usd", "clone_turns"):
+        cap = getattr(config.limits, key)
+        if cap is not None and not 0 < cap < math.inf:
+            problems.append(f"limits.{key}: expected a number more than 0, got {cap}")
     if not 0 < config.limits.cpus <= _MAX_CPUS:
         problems.append(
             f"limits.cpus: expected a number more than 0 and at most {_MAX_CPUS}, "
@@ -247,6 +251,11 @@ memory = "4g"
 stall_timeout_s = 1200
 # A question nobody answers takes its recommended option after this long (at most 1800).
 ask_timeout_s = 1800
+# Caps: a clone that reaches one pauses and asks you to raise it or to finish (the work is
+# then saved as a draft pull request). `start --max-minutes/--max-turns/--max-cost` override.
+# clone_minutes = 60
+# clone_turns = 20
+# clone_cost_usd = 5.0
 
 [paths]
 # clones = "/somewhere/clones"        # default: the platform's data folder

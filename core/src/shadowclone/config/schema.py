@@ -39,6 +39,13 @@ class LimitsConfig:
     """A clone whose engine shows nothing for this long is ended as stalled."""
     ask_timeout_s: float = 30 * 60
     """An unanswered question takes its recommended option after this long (at most 30 min)."""
+    clone_minutes: float | None = None
+    """A clone that has worked this long pauses and asks the owner to raise the cap or finish
+    (None: no cap). Time spent waiting for the owner's answers does not count."""
+    clone_turns: int | None = None
+    """The same, at this many of the engine's turns."""
+    clone_cost_usd: float | None = None
+    """The same, at this cost, as the engine reports it."""
 
 
 @attrs.frozen

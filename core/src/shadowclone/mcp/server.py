@@ -32,7 +32,7 @@ from shadowclone.errors import ShadowcloneError
 from shadowclone.mcp import SERVER_NAME
 from shadowclone.mcp.shapes import listing_shape, typed_dict
 from shadowclone.node.local import DEFAULT_LIST_LIMIT, CloneView, LocalNode, local_node
-from shadowclone.node.schemas import CONVERTER, InboxLine, State
+from shadowclone.node.schemas import CONVERTER, Caps, InboxLine, State
 from shadowclone.serve.records import scrubbed_line
 
 log = logging.getLogger(__name__)
@@ -195,8 +195,28 @@ def build_server(paths: Paths | None = None) -> MCPServer:
             str,
             Field(description="Extra instructions from the owner, beside the issue itself."),
         ] = "",
+        max_minutes: Annotated[
+            float | None,
+            Field(
+                gt=0,
+                allow_inf_nan=False,
+                description="Pause and ask after this many minutes of work.",
+            ),
+        ] = None,
+        max_turns: Annotated[
+            int | None, Field(gt=0, description="Pause and ask after this many turns.")
+        ] = None,
+        max_cost: Annotated[
+            float | None,
+            Field(
+                gt=0, allow_inf_nan=False, description="Pause and ask at this cost in US dollars."
+            ),
+        ] = None,
     ) -> CloneResult:
-        return on_node(lambda node: node.start(target, engine=engine, instructions=instructions))
+        caps = Caps(minutes=max_minutes, turns=max_turns, cost_usd=max_cost)
+        return on_node(
+            lambda node: node.start(target, engine=engine, instructions=instructions, caps=caps)
+        )
 
     start.__annotations__["engine"] = start_engine
     server.tool(

@@ -27,7 +27,9 @@ from shadowclone.node.retention import Removed, Retention, delete_tree, tree_siz
 from shadowclone.node.runfolder import RunFolder, is_clone_id, new_clone_id
 from shadowclone.node.schemas import (
     INBOX_CLOSED,
+    NO_CAPS,
     Answer,
+    Caps,
     ChosenBy,
     InboxKind,
     InboxLine,
@@ -83,6 +85,9 @@ class CloneView:
     usage: Usage = attrs.field(factory=Usage)
     """The engine's tokens and cost so far, over all its turns."""
     turns: int = 0
+    caps: Caps = attrs.field(factory=Caps)
+    """Where the clone pauses to ask whether to go on (as started; raised ones are in its
+    progress lines)."""
     waiting_for: str = ""
     """What a queued clone waits for (serve, a slot, its login); shown by `start` and `get`."""
 
@@ -139,10 +144,26 @@ class LocalNode:
         engine: str | None = None,
         instructions: str = "",
         allow_secrets: bool = False,
+        caps: Caps | None = None,
     ) -> CloneView:
         """Admit a clone; `allow_secrets`: it may push what looks like a secret (otherwise a
-        secret found in its commits stops its push)."""
+        secret found in its commits stops its push); `caps`: this clone's, each given one in
+        place of the config's."""
         target = Target.parse(target_text, self.config.github.url)
+        limits = self.config.limits
+        chosen = caps or Caps()
+        for name, value in (
+            ("max minutes", chosen.minutes),
+            ("max turns", chosen.turns),
+            ("max cost", chosen.cost_usd),
+        ):
+            if value is not None and not value > 0:
+                raise BadInput(f"{name}: expected a number more than 0, got {value}")
+        caps = Caps(
+            minutes=chosen.minutes if chosen.minutes is not None else limits.clone_minutes,
+            turns=chosen.turns if chosen.turns is not None else limits.clone_turns,
+            cost_usd=chosen.cost_usd if chosen.cost_usd is not None else limits.clone_cost_usd,
+        )
         if engine is not None and not engine.strip():
             raise BadInput("--engine: expected an engine name (claude, codex...), got ''")
         with contextlib.suppress(MalformedFile):  # admission reports it, under the lock
@@ -172,7 +193,7 @@ class LocalNode:
                 api = provider.base_url or login.base_url or registration.default_base_url
                 model_host = urlparse(api).netloc if api else None
                 return self._admit(
-                    target, engine_name, login, instructions, model_host, allow_secrets
+                    target, engine_name, login, instructions, model_host, allow_secrets, caps
                 )
         except files.LockBusy:
             raise Refused(
@@ -188,6 +209,7 @@ class LocalNode:
         instructions: str,
         model_host: str | None,
         allow_secrets: bool = False,
+        caps: Caps = NO_CAPS,
     ) -> CloneView:
         repo = target.repo_full_name
         self.index.ensure()
@@ -243,6 +265,7 @@ class LocalNode:
             check_commands=setup.check_commands,
             strangers_network=NetworkMode(self.config.security.strangers),
             allow_secrets=allow_secrets,
+            caps=caps,
         )
         # The active marker goes first: a crash before the request leaves a marker without a
         # request, which the next start removes; never a request that admission cannot see.
@@ -338,6 +361,7 @@ class LocalNode:
             engine=request.engine,
             state=state,
             requested_at=request.requested_at,
+            caps=request.caps,
             stop_requested=stop is not None,
             problems=tuple(problems),
         )

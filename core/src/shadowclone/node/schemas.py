@@ -146,6 +146,26 @@ class RunMode(enum.StrEnum):
 
 
 @attrs.frozen
+class Caps:
+    """Where a clone pauses to ask the owner whether to go on (None: no such cap)."""
+
+    minutes: float | None = attrs.field(default=None, validator=_finite)
+    turns: int | None = None
+    cost_usd: float | None = attrs.field(default=None, validator=_finite)
+
+    def describe(self) -> str:
+        parts = [
+            f"{self.minutes:g} minutes" if self.minutes is not None else "",
+            f"{self.turns} turns" if self.turns is not None else "",
+            f"${self.cost_usd:g}" if self.cost_usd is not None else "",
+        ]
+        return ", ".join(part for part in parts if part) or "none"
+
+
+NO_CAPS = Caps()
+
+
+@attrs.frozen
 class Request:
     """What `start` asks for; all the run program needs besides the secrets file."""
 
@@ -179,6 +199,7 @@ class Request:
     allow_secrets: bool = False
     """The owner allowed this clone to push what looks like a secret (`start --allow-secrets`);
     otherwise a secret found in its commits stops the push."""
+    caps: Caps = attrs.field(factory=Caps)
     v: int = SCHEMA_VERSION
 
 

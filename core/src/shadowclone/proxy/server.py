@@ -312,6 +312,7 @@ class _Connection:
         content: bytes | AsyncIterator[bytes] = body.chunks() if framed else b""
         if not framed:
             await body.drain()
+        await proxy.open.wait()
         url = proxy.upstream.copy_with(raw_path=request.target)
         method = request.method.decode("ascii")
         sent = await proxy.credential.headers()
@@ -434,6 +435,10 @@ class ModelProxy:
         self.prefix = upstream.raw_path.decode("ascii").rstrip("/")
         """The upstream base path without a trailing slash ("" for the whole host)."""
         self.credential = credential
+        self.open = asyncio.Event()
+        """Cleared, the engine's requests wait here before they go out: the run program
+        pauses the engine so (a cap reached) and sets it again to let it go on."""
+        self.open.set()
         try:
             self.client = httpx2.AsyncClient(
                 proxy=outbound_proxy,

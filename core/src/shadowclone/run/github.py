@@ -241,6 +241,7 @@ class GithubClient:
         head: str,
         base: str,
         closes: int | None = None,
+        draft: bool = False,
     ) -> PullRequest:
         """Open a pull request from branch `head` into `base`; with `closes`, its body links
         that issue so merging closes it."""
@@ -250,7 +251,7 @@ class GithubClient:
             f"open a pull request from {head} into {base} in {full_name}",
             "POST",
             f"{_repo_path(full_name)}/pulls",
-            body={"title": title, "body": body, "head": head, "base": base},
+            body={"title": title, "body": body, "head": head, "base": base, "draft": draft},
         )
         return _pull_request(full_name, pull)
 

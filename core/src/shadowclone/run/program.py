@@ -29,6 +29,7 @@ from shadowclone.node import files
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     INBOX_CLOSED,
+    ChosenBy,
     Handoff,
     InboxKind,
     ProgressKind,
@@ -59,6 +60,7 @@ from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
 from shadowclone.run.drive import EngineResult, supervise_engine
+from shadowclone.run.drive.caps import CapWatch, Reached
 from shadowclone.run.github import GithubClient
 from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
 from shadowclone.run.inbox import delivered, set_on_stop
@@ -126,6 +128,8 @@ class CloneRun:
         self._asks_served = False
         self._cloning: asyncio.Future[None] | None = None
         """The repository's clone, begun as soon as the target names it."""
+        self.caps = CapWatch(request.caps)
+        """What the engine has used of the clone's caps (counted from the engine's start)."""
         self._proxy_ready: asyncio.Task[ModelProxy] | None = None
         self.engine_area = folder.path / ENGINE_AREA
         """The engine's corner of the run folder: its home, state folders and the ask
@@ -485,6 +489,7 @@ class CloneRun:
         task = await self._task(prompt, web_tools=self.plan.mode is not Mode.REVIEW)
         session = await self.registry.engine(self.request.engine).factory().launch(task)
         messages = delivered(self.folder, kinds={InboxKind.MESSAGE})
+        self.caps = CapWatch(self.request.caps)
         async with contextlib.aclosing(messages):
             result = await supervise_engine(
                 session,
@@ -494,8 +499,31 @@ class CloneRun:
                 self.request.stall_timeout_s,
                 on_idle=self._reviews_between_turns,
                 close_inbox=self.close_inbox,
+                caps=self.caps,
+                on_cap=self._on_cap,
             )
         return result
+
+    async def _on_cap(self, reached: Reached) -> bool:
+        """A cap is reached: hold the engine's model requests and ask the owner whether to
+        raise the cap (and go on, in the same session) or finish; True goes on."""
+        proxy = self.model_proxy
+        if proxy is not None:
+            proxy.open.clear()
+        self.progress.note(Step.ENGINE, f"paused: the clone reached {reached.describe()}")
+        raise_it, finish = f"raise the cap by {reached.step()}", "finish now"
+        question = (
+            f"The clone reached {reached.describe()}. Raise the cap by {reached.step()} and go "
+            "on, or finish now (the work so far is saved as a draft pull request)?"
+        )
+        _, choice, by = await self.ask_service.tool.choose(question, [raise_it, finish], finish)
+        if choice != raise_it or by is not ChosenBy.OWNER:
+            return False
+        caps = self.caps.raise_cap(reached.kind)
+        self.progress.note(Step.ENGINE, f"the owner raised the cap; caps now {caps.describe()}")
+        if proxy is not None:
+            proxy.open.set()
+        return True
 
     async def _consult(self, prompt: str) -> str:
         task = await self._task(prompt, web_tools=False)
@@ -569,6 +597,7 @@ class CloneRun:
             summary,
             self.progress_redact,
             self.request.allow_secrets,
+            draft=bool(result.capped),
         )
         self.progress.note(Step.SAVE, saved.note + (f": {saved.pr_url}" if saved.pr_url else ""))
         return saved

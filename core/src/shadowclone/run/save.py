@@ -74,9 +74,12 @@ def save(
     summary: str,
     redact: Callable[[str], str] | None = None,
     allow_secrets: bool = False,
+    *,
+    draft: bool = False,
 ) -> Saved:
     """`redact`: the clone's redactor; a secret it finds in the commits stops the push unless
-    the owner allowed it for this clone (`allow_secrets`). The summary is already redacted."""
+    the owner allowed it for this clone (`allow_secrets`). The summary is already redacted.
+    `draft`: the work ended unfinished at a cap: it opens a draft pull request."""
     repo = plan.repository.full_name
     if plan.mode is Mode.REVIEW:
         assert plan.pull_request is not None
@@ -104,7 +107,7 @@ def save(
         workspace.path, plan.branch, plan.repository.default_branch, git_dir=workspace.git_dir
     )
     workspace.git("push", "--quiet", "origin", f"HEAD:refs/heads/{plan.branch}")
-    if outcome is not Outcome.DONE:
+    if outcome is not Outcome.DONE and not draft:
         return Saved(commits, True, None, f"work so far pushed to {plan.branch}")
 
     existing = client.find_open_pull_request(repo, plan.branch)
@@ -121,5 +124,7 @@ def save(
         head=plan.branch,
         base=plan.repository.default_branch,
         closes=plan.number,
+        draft=draft,
     )
-    return Saved(commits, True, opened.html_url, f"pull request #{opened.number} opened")
+    kind = "draft pull request" if draft else "pull request"
+    return Saved(commits, True, opened.html_url, f"{kind} #{opened.number} opened")

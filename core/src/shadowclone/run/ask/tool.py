@@ -102,6 +102,16 @@ class AskTool:
         return await self.ask(question, options, recommended)
 
     async def ask(self, question: str, options: list[str], recommended: str) -> str:
+        asked, choice, by = await self.choose(question, options, recommended)
+        if by is ChosenBy.TIMEOUT:
+            return _timed_out(asked, recommended, self.timeout_s)
+        return f"The owner answered your question ({asked.id}): {choice}"
+
+    async def choose(
+        self, question: str, options: list[str], recommended: str
+    ) -> tuple[Question, str, ChosenBy]:
+        """Put the question to the owner and wait: the question, the choice and who chose
+        (the owner, or the timeout that took the recommended option)."""
         question = question.strip()
         options = [option.strip() for option in options]
         recommended = recommended.strip()
@@ -115,13 +125,13 @@ class AskTool:
         except TimeoutError:
             self.progress.answer(asked.id, recommended, ChosenBy.TIMEOUT)
             log.info("no answer to %s in %g s; took %r", asked.id, self.timeout_s, recommended)
-            return _timed_out(asked, recommended, self.timeout_s)
+            return asked, recommended, ChosenBy.TIMEOUT
         except asyncio.CancelledError:
             self.progress.answer(asked.id, "", ChosenBy.WITHDRAWN)
             raise
         self.progress.answer(asked.id, answer.text, ChosenBy.OWNER)
         log.info("answer to %s: %s", asked.id, answer.text)
-        return f"The owner answered your question ({asked.id}): {answer.text}"
+        return asked, answer.text, ChosenBy.OWNER
 
 
 def _parse(arguments: Mapping[str, Any]) -> tuple[str, list[str], str]:

@@ -36,6 +36,7 @@ from shadowclone.plugin.types import (
     TurnEndedEvent,
     UsageEvent,
 )
+from shadowclone.run.drive.caps import CapWatch, Reached
 from shadowclone.run.progress import OpenQuestions, ProgressWriter
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,8 @@ class EngineResult:
     """The model's last words, the heart of the report."""
     taken: tuple[str, ...] = ()
     """Ids of the owner's messages the engine took, in order."""
+    capped: str = ""
+    """The cap that ended the work (the owner chose to finish, or did not answer), if one did."""
 
 
 async def supervise_engine(
@@ -68,6 +71,8 @@ async def supervise_engine(
     check_s: float | None = None,
     on_idle: Callable[[], Coroutine[Any, Any, None]] | None = None,
     close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
+    caps: CapWatch | None = None,
+    on_cap: Callable[[Reached], Coroutine[Any, Any, bool]] | None = None,
 ) -> EngineResult:
     """Drive `session` (already launched) until it ends, and say how it ended.
 
@@ -78,7 +83,9 @@ async def supervise_engine(
     `on_idle` runs each time a turn ends with nothing waiting (the session stays open
     meanwhile); `close_inbox(taken, force)` is asked before the session is closed: it returns
     False while an accepted message is not yet among `taken` (unless `force`), and once it
-    returns True no message is accepted any more.
+    returns True no message is accepted any more. `on_cap` runs when one of `caps` is reached
+    while the engine works (the stall clock held meanwhile): True goes on, False ends the
+    work with the cap named.
     """
     supervisor = _Supervisor(
         session,
@@ -89,6 +96,8 @@ async def supervise_engine(
         stop_grace_s=stop_grace_s,
         on_idle=on_idle,
         close_inbox=close_inbox,
+        caps=caps,
+        on_cap=on_cap,
     )
     if check_s is None:
         check_s = min(max(stall_timeout_s / 4, 0.05), 5.0)
@@ -107,8 +116,15 @@ class _Supervisor:
         stop_grace_s: float,
         on_idle: Callable[[], Coroutine[Any, Any, None]] | None = None,
         close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
+        caps: CapWatch | None = None,
+        on_cap: Callable[[Reached], Coroutine[Any, Any, bool]] | None = None,
     ) -> None:
         self.session = session
+        self.caps = caps
+        self.on_cap = on_cap
+        self.capping: asyncio.Task[bool] | None = None
+        """The owner is asked about a cap reached; the engine waits."""
+        self.reached: Reached | None = None
         self.progress = progress
         self.messages = messages
         self.stop = stop
@@ -149,7 +165,7 @@ class _Supervisor:
         try:
             while True:
                 waiting: set[asyncio.Future[Any]] = {stop_wait, self.next_event}
-                for task in (self.next_message, self.sending, self.idle):
+                for task in (self.next_message, self.sending, self.idle, self.capping):
                     if task is not None:
                         waiting.add(task)
                 done, _ = await asyncio.wait(
@@ -189,7 +205,39 @@ class _Supervisor:
                 return ended
         if self.idle is not None and self.idle in done:
             return await self._on_idle_done(self.idle)
+        if self.capping is not None and self.capping in done:
+            return await self._on_cap_answered(self.capping)
         return None
+
+    # ------------------------------------------------------------------ caps
+
+    def _check_caps(self) -> None:
+        """While the engine works, a cap reached pauses it and asks the owner."""
+        if self.caps is None or self.on_cap is None or self.capping is not None:
+            return
+        if not self.turn_running or self.closed:
+            return
+        reached = self.caps.reached()
+        if reached is None:
+            return
+        log.info("a cap is reached: %s", reached.describe())
+        self.caps.pause()
+        self.reached = reached
+        self.capping = asyncio.create_task(self.on_cap(reached), name="a cap reached")
+
+    async def _on_cap_answered(self, task: asyncio.Task[bool]) -> EngineResult | None:
+        self.capping = None
+        assert self.caps is not None and self.reached is not None
+        self.caps.resume()
+        self.last_activity = self.loop.time()
+        error = task.exception()
+        if error is not None:
+            return await self._end(Outcome.FAILED, f"asking about a cap failed: {error!r}")
+        if task.result():
+            return None
+        said = f"the clone reached {self.reached.describe()}"
+        result = await self._end(Outcome.STOPPED, said)
+        return attrs.evolve(result, capped=said)
 
     # ------------------------------------------------------------------ messages
 
@@ -255,6 +303,10 @@ class _Supervisor:
             return await self._end(Outcome.FAILED, f"reading the engine's events failed: {error}")
         self.last_activity = self.loop.time()
         self._record(event)
+        if self.caps is not None:
+            self.caps.note(event)
+            if isinstance(event, TextEvent | ToolUseEvent):
+                self._check_caps()
         if isinstance(event, FinishedEvent):
             if event.outcome is Outcome.FAILED:
                 self.progress.error(Step.ENGINE, f"the engine failed: {event.detail}")
@@ -344,6 +396,9 @@ class _Supervisor:
 
     async def _check_stall(self) -> EngineResult | None:
         now = self.last_check = self.loop.time()
+        self._check_caps()
+        if self.capping is not None:
+            self.last_activity = now  # the engine waits for the owner's word on a cap
         if self.questions.refresh() or self.questions.current():
             self.last_activity = now  # a question open or just settled holds the clock
         if not self.turn_running and not self.closed:
@@ -413,7 +468,8 @@ class _Supervisor:
         if self.idle is not None and not self.idle.done():
             # The reviews skip what is left once stopped; the running stage may finish.
             await asyncio.wait({self.idle}, timeout=self.stop_grace_s)
-        for task in (stop_wait, self.next_event, self.next_message, self.sending, self.idle):
+        tasks = (stop_wait, self.next_event, self.next_message, self.sending, self.idle)
+        for task in (*tasks, self.capping):
             if task is not None and not task.done():
                 task.cancel()
                 await _settle(task, self.stop_grace_s)

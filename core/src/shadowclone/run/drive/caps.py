@@ -1,0 +1,115 @@
+"""A clone's caps (minutes of work, turns, cost): what has been used, and which cap is reached.
+
+The run program pauses the engine when one is reached while it works (its next model request
+waits at the model proxy) and asks the owner to raise that cap or to finish; time spent waiting
+for the owner's answers does not count as work.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+
+import attrs
+
+from shadowclone.node.schemas import Caps
+from shadowclone.plugin.types import EngineEvent, TurnEndedEvent, UsageEvent
+
+
+class CapKind(enum.StrEnum):
+    MINUTES = "minutes"
+    TURNS = "turns"
+    COST = "cost"
+
+
+@attrs.frozen
+class Reached:
+    kind: CapKind
+    cap: float
+    used: float
+
+    def describe(self) -> str:
+        return {
+            CapKind.MINUTES: f"its time cap of {self.cap:g} minutes ({self.used:.1f} worked)",
+            CapKind.TURNS: f"its cap of {self.cap:g} turns ({self.used:g} taken)",
+            CapKind.COST: f"its cost cap of ${self.cap:g} (${self.used:.2f} spent)",
+        }[self.kind]
+
+    def step(self) -> str:
+        """What raising it adds: as much again."""
+        return {
+            CapKind.MINUTES: f"{self.cap:g} minutes",
+            CapKind.TURNS: f"{self.cap:g} turns",
+            CapKind.COST: f"${self.cap:g}",
+        }[self.kind]
+
+
+@attrs.define
+class CapWatch:
+    caps: Caps
+    clock: Callable[[], float] = time.monotonic
+    cost_usd: float = 0.0
+    turns: int = 0
+    _started: float = attrs.field(init=False)
+    _paused_s: float = 0.0
+    _paused_at: float | None = None
+    _steps: dict[CapKind, float] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        self._started = self.clock()
+        self._steps = {
+            kind: value
+            for kind, value in (
+                (CapKind.MINUTES, self.caps.minutes),
+                (CapKind.TURNS, self.caps.turns),
+                (CapKind.COST, self.caps.cost_usd),
+            )
+            if value is not None
+        }
+
+    def note(self, event: EngineEvent) -> None:
+        if isinstance(event, UsageEvent):
+            self.cost_usd += event.cost_usd or 0.0
+        elif isinstance(event, TurnEndedEvent):
+            self.turns += 1
+
+    def minutes(self) -> float:
+        paused = self._paused_s + (
+            self.clock() - self._paused_at if self._paused_at is not None else 0.0
+        )
+        return (self.clock() - self._started - paused) / 60
+
+    def reached(self) -> Reached | None:
+        """The first cap reached, if any."""
+        for kind, cap, used in (
+            (CapKind.MINUTES, self.caps.minutes, self.minutes()),
+            (CapKind.TURNS, self.caps.turns, float(self.turns)),
+            (CapKind.COST, self.caps.cost_usd, self.cost_usd),
+        ):
+            if cap is not None and used >= cap:
+                return Reached(kind, float(cap), used)
+        return None
+
+    def pause(self) -> None:
+        if self._paused_at is None:
+            self._paused_at = self.clock()
+
+    def resume(self) -> None:
+        if self._paused_at is not None:
+            self._paused_s += self.clock() - self._paused_at
+            self._paused_at = None
+
+    def raise_cap(self, kind: CapKind) -> Caps:
+        """Raise `kind`'s cap by its first value again; returns the caps now."""
+        step = self._steps[kind]
+        if kind is CapKind.MINUTES:
+            assert self.caps.minutes is not None
+            self.caps = attrs.evolve(self.caps, minutes=self.caps.minutes + step)
+        elif kind is CapKind.TURNS:
+            assert self.caps.turns is not None
+            self.caps = attrs.evolve(self.caps, turns=self.caps.turns + int(step))
+        else:
+            assert self.caps.cost_usd is not None
+            self.caps = attrs.evolve(self.caps, cost_usd=self.caps.cost_usd + step)
+        return self.caps
