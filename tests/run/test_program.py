@@ -32,6 +32,8 @@ from shadowclone_fake_launch.fakes.github import FakeGitHub
 from shadowclone_fake_launch.fakes.models import FakeModelServer, Hang, Reply, Shell, Text
 
 ANTHROPIC_KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
+OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+LOGINS = {"claude": "claude-api-key", "codex": "openai-api-key"}
 
 
 @attrs.define
@@ -45,7 +47,10 @@ class World:
 
     def secrets(self) -> Path:
         path = self.tmp / "secrets.toml"
-        path.write_text(f'github_token = "{self.token}"\nanthropic_api_key = "{ANTHROPIC_KEY}"\n')
+        path.write_text(
+            f'github_token = "{self.token}"\nanthropic_api_key = "{ANTHROPIC_KEY}"\n'
+            f'openai_api_key = "{OPENAI_KEY}"\n'
+        )
         return path
 
     def folder(self, number: int, models: FakeModelServer, **changes: Any) -> RunFolder:
@@ -206,73 +211,6 @@ class TestRunProgram:
         assert gh.read_file("owner/app", "shadowclone/1-long-work", "WIP.md") == "wip\n"
         assert gh.pull_requests("owner/app") == []  # only finished work opens a pull request
 
-    def test_a_time_cap_pauses_the_engine_and_the_owner_raises_it(self, world: World) -> None:
-        """At the cap the engine's next model request waits while the owner is asked; raised,
-        the same session goes on (the model's next request holds the earlier tool result)."""
-        gh = world.github
-        number = gh.create_issue("owner/app", author="owner", title="Capped work")
-        shell = Shell("echo capped-work-ran > CAPPED.md && sleep 4")
-        with models(shell, Text("All done.")) as server:
-            folder = world.folder(
-                number, server, caps=Caps(minutes=0.03), stall_timeout_s=4, ask_timeout_s=60
-            )
-            answered: list[str] = []
-            held: list[int] = []
-
-            def answer_every_cap_question() -> None:
-                deadline = time.monotonic() + 90
-                while time.monotonic() < deadline:
-                    lines, _, _ = folder.progress()
-                    if any(line.final for line in lines):
-                        return
-                    for line in lines:
-                        q = line.question
-                        if q is not None and q.id not in answered:
-                            if not answered:  # the shell ends; its result waits with Claude
-                                time.sleep(5)
-                                before = len(server.model_requests())
-                                time.sleep(1)
-                                held.append(len(server.model_requests()) - before)
-                            answered.append(q.id)
-                            raise_it = next(o for o in q.options if o.startswith("raise"))
-                            deliver(folder, q.id, raise_it)
-                    time.sleep(0.1)
-
-            owner = threading.Thread(target=answer_every_cap_question)
-            owner.start()
-            code, lines = world.run(folder)
-            owner.join()
-            asked_model = len(server.model_requests())
-        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
-        assert answered, "no cap question was asked"
-        assert held == [0], "a model request went out while the owner was asked"
-        assert asked_model >= 3  # the turn before the pause, after it, and the review
-        paused = [line.text for line in lines if line.text.startswith("paused: ")]
-        assert paused and "time cap of 0.03 minutes" in paused[0]
-        assert any("the owner raised the cap" in line.text for line in lines)
-        [pull] = gh.pull_requests("owner/app")
-        assert pull.pull is not None and not pull.pull.draft
-
-    def test_a_cap_nobody_answers_saves_a_draft_that_names_it(self, world: World) -> None:
-        gh = world.github
-        number = gh.create_issue("owner/app", author="owner", title="Capped work")
-        hang = Hang()
-        with models(Shell("echo wip > WIP.md && sleep 3"), hang) as server:
-            folder = world.folder(
-                number, server, caps=Caps(minutes=0.02), stall_timeout_s=4, ask_timeout_s=2
-            )
-            code, lines = world.run(folder)
-            hang.release()
-        final = lines[-1]
-        assert (code, final.outcome) == (0, Outcome.STOPPED)
-        [answer] = [line.answer for line in lines if line.answer is not None]
-        assert (answer.choice, answer.chosen_by.value) == ("finish now", "timeout")
-        assert final.report is not None and "time cap of 0.02 minutes" in final.report
-        assert gh.read_file("owner/app", "shadowclone/1-capped-work", "WIP.md") == "wip\n"
-        [pull] = gh.pull_requests("owner/app")
-        assert pull.pull is not None and pull.pull.draft
-        assert final.pr_url == f"{gh.url}/owner/app/pull/{pull.number}"
-
     def test_a_stop_during_the_reviews_skips_the_remaining_reviews(self, world: World) -> None:
         gh = world.github
         number = gh.create_issue("owner/app", author="owner", title="Reviewed work")
@@ -360,3 +298,95 @@ class TestRunProgram:
         assert "[redacted]" in written
         [pull] = gh.pull_requests("owner/app")
         assert ANTHROPIC_KEY not in pull.body and world.token not in pull.body
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+class TestCaps:
+    """A cap reached pauses either real engine at the model proxy and asks the owner."""
+
+    def test_a_time_cap_pauses_the_engine_and_the_owner_raises_it(
+        self, world: World, engine: str
+    ) -> None:
+        """At the cap the engine's next model request waits while the owner is asked; raised,
+        the same session goes on (the model's next request holds the earlier tool result)."""
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Capped work")
+        shell = Shell("echo capped-work-ran > CAPPED.md && sleep 4")
+        with models(shell, Text("All done.")) as server:
+            folder = world.folder(
+                number,
+                server,
+                engine=engine,
+                login=LOGINS[engine],
+                base_url=server.openai_url if engine == "codex" else server.url,
+                model="shadowclone-fake-model" if engine == "codex" else None,
+                caps=Caps(minutes=0.03),
+                stall_timeout_s=4,
+                ask_timeout_s=60,
+            )
+            answered: list[str] = []
+            held: list[int] = []
+
+            def answer_every_cap_question() -> None:
+                deadline = time.monotonic() + 90
+                while time.monotonic() < deadline:
+                    lines, _, _ = folder.progress()
+                    if any(line.final for line in lines):
+                        return
+                    for line in lines:
+                        q = line.question
+                        if q is not None and q.id not in answered:
+                            if not answered:  # the shell ends; its result waits with Claude
+                                time.sleep(5)
+                                before = len(server.model_requests())
+                                time.sleep(1)
+                                held.append(len(server.model_requests()) - before)
+                            answered.append(q.id)
+                            raise_it = next(o for o in q.options if o.startswith("raise"))
+                            deliver(folder, q.id, raise_it)
+                    time.sleep(0.1)
+
+            owner = threading.Thread(target=answer_every_cap_question)
+            owner.start()
+            code, lines = world.run(folder)
+            owner.join()
+            asked_model = len(server.model_requests())
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+        assert answered, "no cap question was asked"
+        assert held == [0], "a model request went out while the owner was asked"
+        assert asked_model >= 3  # the turn before the pause, after it, and the review
+        paused = [line.text for line in lines if line.text.startswith("paused: ")]
+        assert paused and "time cap of 0.03 minutes" in paused[0]
+        assert any("the owner raised the cap" in line.text for line in lines)
+        [pull] = gh.pull_requests("owner/app")
+        assert pull.pull is not None and not pull.pull.draft
+
+    def test_a_cap_nobody_answers_saves_a_draft_that_names_it(
+        self, world: World, engine: str
+    ) -> None:
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Capped work")
+        hang = Hang()
+        with models(Shell("echo wip > WIP.md && sleep 3"), hang) as server:
+            folder = world.folder(
+                number,
+                server,
+                engine=engine,
+                login=LOGINS[engine],
+                base_url=server.openai_url if engine == "codex" else server.url,
+                model="shadowclone-fake-model" if engine == "codex" else None,
+                caps=Caps(minutes=0.02),
+                stall_timeout_s=4,
+                ask_timeout_s=2,
+            )
+            code, lines = world.run(folder)
+            hang.release()
+        final = lines[-1]
+        assert (code, final.outcome) == (0, Outcome.STOPPED)
+        [answer] = [line.answer for line in lines if line.answer is not None]
+        assert (answer.choice, answer.chosen_by.value) == ("finish now", "timeout")
+        assert final.report is not None and "time cap of 0.02 minutes" in final.report
+        assert gh.read_file("owner/app", "shadowclone/1-capped-work", "WIP.md") == "wip\n"
+        [pull] = gh.pull_requests("owner/app")
+        assert pull.pull is not None and pull.pull.draft
+        assert final.pr_url == f"{gh.url}/owner/app/pull/{pull.number}"
