@@ -4,6 +4,7 @@ clones folder with clones as real local processes."""
 from __future__ import annotations
 
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from shadowclone.node.schemas import (
     Record,
     Request,
     State,
+    Usage,
 )
 from shadowclone.node.target import Target
 from shadowclone.plugin import CloneState, LaunchSpec, Outcome
@@ -426,3 +428,39 @@ def test_the_fake_launcher_says_plainly_when_the_run_program_is_missing(
             LaunchSpec(clone.id, home.clones_dir / clone.id, home.secrets_file, "unused")
         )
     assert launcher.running() == []
+
+
+def test_the_daily_cost_cap_holds_queued_clones_and_says_why(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    """Once the clones of the last 24 hours have cost `daily_cost_usd`, queued clones wait
+    (get says why), and start as soon as the cap allows."""
+    ready.default = Script(play=Play.FINISH, steps=1)
+    ready.save()
+    first = node.start("acme/app#1")
+    with serving(node):
+        wait_state(home, first.id, State.DONE)
+    folder = RunFolder(home.clones_dir / first.id)
+    record = folder.record()
+    assert record is not None
+    folder.write_record(attrs.evolve(record, usage=Usage(100, 10, 2.5)))
+    capped = LocalNode(
+        attrs.evolve(node.config, limits=attrs.evolve(node.config.limits, daily_cost_usd=2.0)),
+        node.paths,
+    )
+    second = capped.start("acme/app#2")
+    with serving(capped):
+        view = wait_until(
+            lambda: (v := capped.get(second.id)).waiting_for.startswith("the daily") and v,
+            "the clone to wait for the daily cost cap",
+        )
+        assert "$2.50 spent" in view.waiting_for and "daily_cost_usd = 2" in view.waiting_for
+        time.sleep(1.0)  # several passes of serve's queue
+        assert state_of(home, second.id) is State.QUEUED
+    raised = LocalNode(
+        attrs.evolve(node.config, limits=attrs.evolve(node.config.limits, daily_cost_usd=3.0)),
+        node.paths,
+    )
+    with serving(raised):
+        wait_state(home, second.id, State.DONE)
+    assert ready.starts() == [first.id, second.id]

@@ -92,6 +92,18 @@ def _queue(app: App) -> list[Check]:
             blocks=today >= limit,
         )
     )
+    cap = node.config.limits.daily_cost_usd
+    if cap is not None:
+        spent = node.spent_since(datetime.now(UTC) - DAY)
+        checks.append(
+            Check(
+                "cost",
+                spent < cap,
+                f"${spent:.2f} of daily_cost_usd = {cap:g} spent in the last 24 hours"
+                + ("; queued clones wait" if spent >= cap else ""),
+                blocks=spent >= cap,
+            )
+        )
     return checks
 
 

@@ -121,7 +121,7 @@ def check(config: Config) -> list[str]:
         problems.append("limits.ask_timeout_s: expected more than 0 and at most 1800 seconds")
     if not 0 < config.limits.stall_timeout_s < math.inf:
         problems.append("limits.stall_timeout_s: expected a number of seconds more than 0")
-    for key in ("clone_minutes", "clone_cost_usd", "clone_turns"):
+    for key in ("clone_minutes", "clone_cost_usd", "clone_turns", "daily_cost_usd"):
         cap = getattr(config.limits, key)
         if cap is not None and not 0 < cap < math.inf:
             problems.append(f"limits.{key}: expected a number more than 0, got {cap}")
@@ -256,6 +256,8 @@ ask_timeout_s = 1800
 # clone_minutes = 60
 # clone_turns = 20
 # clone_cost_usd = 5.0
+# serve holds queued clones while those of the last 24 hours have cost this much:
+# daily_cost_usd = 20.0
 
 [paths]
 # clones = "/somewhere/clones"        # default: the platform's data folder

@@ -46,6 +46,9 @@ class LimitsConfig:
     """The same, at this many of the engine's turns."""
     clone_cost_usd: float | None = None
     """The same, at this cost, as the engine reports it."""
+    daily_cost_usd: float | None = None
+    """serve holds queued clones while the clones requested in the last 24 hours have cost
+    this much (None: no cap)."""
 
 
 @attrs.frozen

@@ -24,7 +24,7 @@ from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
 from shadowclone.node import files
 from shadowclone.node.index import CloneIndex
 from shadowclone.node.retention import Removed, Retention, delete_tree, tree_size
-from shadowclone.node.runfolder import RunFolder, is_clone_id, new_clone_id
+from shadowclone.node.runfolder import RunFolder, id_time, is_clone_id, new_clone_id
 from shadowclone.node.schemas import (
     INBOX_CLOSED,
     NO_CAPS,
@@ -301,6 +301,11 @@ class LocalNode:
         """Clones admitted since `since`: what the daily limit counts."""
         return self._count_since(since)
 
+    def spent_since(self, since: datetime) -> float:
+        """What the clones requested since `since` have cost so far, as their engines reported
+        it (serve folds it into their records): what `daily_cost_usd` caps."""
+        return spent_since(self.paths, self.index, since)
+
     def _count_since(self, since: datetime) -> int:
         """Clones requested since `since`, counted by the time in their ids (the index).
 
@@ -461,6 +466,9 @@ class LocalNode:
             if v.state is State.QUEUED and (v.requested_at, v.id) < (view.requested_at, view.id)
         )
         queue = f"; {ahead} queued ahead of it" if ahead else ""
+        cap = self.config.limits.daily_cost_usd
+        if cap is not None and (spent := self.spent_since(self.clock() - DAY)) >= cap:
+            return daily_cost_reason(spent, cap)
         if len(launched) >= self.config.parallel_clones:
             return (
                 f"a slot: {len(launched)} clones running, parallel_clones = "
@@ -652,6 +660,30 @@ class LocalNode:
             yield from (scrubbed_line(line) for line in new)
             if any(p.final for p in new) or ended():
                 return
+
+
+def spent_since(paths: Paths, index: CloneIndex, since: datetime) -> float:
+    """The cost the records of the clones requested since `since` hold (one unreadable is
+    counted as nothing: it is reported where it is read)."""
+    total = 0.0
+    for clone_id in index.newest():
+        requested = id_time(clone_id)
+        if requested is None:
+            continue
+        if requested < since.replace(microsecond=0):
+            break
+        with contextlib.suppress(OSError, MalformedFile):
+            record = RunFolder(paths.clones_dir / clone_id).record()
+            if record is not None and record.usage.cost_usd:
+                total += record.usage.cost_usd
+    return total
+
+
+def daily_cost_reason(spent: float, cap: float) -> str:
+    return (
+        f"the daily cost cap: ${spent:.2f} spent by the clones of the last 24 hours, "
+        f"daily_cost_usd = {cap:g}"
+    )
 
 
 def _line_id() -> str:

@@ -118,6 +118,8 @@ class Server:
         self.clock = clock
         self.clones: dict[str, Clone] = {}
         self._last_poll = 0.0
+        self._spent: tuple[float, float] | None = None
+        """(when, how much): the last reckoning of the daily cost, kept a moment."""
         self._last_rescan = 0.0
         self._events: queue.SimpleQueue[set[str]] = queue.SimpleQueue()
         """Ids of clones to look at now: from the file watcher and the exit waiters."""
@@ -501,6 +503,8 @@ class Server:
             key=lambda c: (c.request.requested_at, c.id),
         )
         busy = {c.request.login for c in running}
+        if queued and self._over_daily_cost():
+            return
         for clone in queued:
             if len(running) >= self.config.parallel_clones:
                 return
@@ -514,6 +518,22 @@ class Server:
             if clone.launched:
                 running.append(clone)
                 busy.add(clone.request.login)
+
+    def _over_daily_cost(self) -> bool:
+        """`daily_cost_usd` is spent: queued clones wait (reckoned at most every poll)."""
+        from shadowclone.node.index import CloneIndex
+        from shadowclone.node.local import DAY, daily_cost_reason, spent_since
+
+        cap = self.config.limits.daily_cost_usd
+        if cap is None:
+            return False
+        moment = time.monotonic()
+        if self._spent is None or moment - self._spent[0] >= self.settings.status_poll_s:
+            spent = spent_since(self.paths, CloneIndex(self.paths.clones_dir), self.clock() - DAY)
+            if spent >= cap and (self._spent is None or self._spent[1] < cap):
+                log.info("queued clones wait for %s", daily_cost_reason(spent, cap))
+            self._spent = (moment, spent)
+        return self._spent[1] >= cap
 
     def launch(self, clone: Clone) -> None:
         """A stop always wins: the stop marker is read again after `launching_at` is written.
