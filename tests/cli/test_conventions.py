@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.config import Paths
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import Question, Record, State
+from shadowclone.node.schemas import Question, Record, State, Usage
 
 from tests.conftest import CliResult, run_shadowclone, set_up, skip_or_fail
 from tests.serve.conftest import ServeProcess
@@ -69,7 +69,7 @@ def test_list_to_a_terminal_is_a_table_and_to_a_pipe_whole_values(cli: Cli, home
     clone_id = started(cli, "acme/app#4")
     long_url = "https://github.com/acme/app/pull/4?" + "x" * 150
     RunFolder(home.clones_dir / clone_id).write_record(
-        Record(id=clone_id, state=State.RUNNING, pr_url=long_url)
+        Record(id=clone_id, state=State.RUNNING, pr_url=long_url, usage=Usage(10, 2, 0.1234))
     )
     table = in_terminal("list").splitlines()
     assert table[0].split() == [
@@ -78,11 +78,13 @@ def test_list_to_a_terminal_is_a_table_and_to_a_pipe_whole_values(cli: Cli, home
         "TARGET",
         "ENGINE",
         "REQUESTED",
+        "COST",
         "PR",
         "/",
         "QUESTION",
     ]
     assert table[1].split()[:4] == [clone_id, "running", "acme/app#4", "scripted"]
+    assert "$0.12" in table[1].split()
 
     piped = run_shadowclone("list")
     assert piped.code == 0, piped.err
@@ -91,7 +93,7 @@ def test_list_to_a_terminal_is_a_table_and_to_a_pipe_whole_values(cli: Cli, home
     cells = row.split("\t")
     assert cells[:4] == [clone_id, "running", "acme/app#4", "scripted"]
     assert cells[4].endswith("+00:00") and cells[4][:19] == requested[:19]
-    assert cells[5] == long_url
+    assert cells[5:] == [long_url, "0.1234"]
 
 
 def test_an_empty_piped_list_prints_nothing(cli: Cli, home: Paths) -> None:
@@ -101,7 +103,7 @@ def test_an_empty_piped_list_prints_nothing(cli: Cli, home: Paths) -> None:
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.text(min_size=1, max_size=60))
-def test_a_piped_row_has_six_cells_whatever_the_question_says(
+def test_a_piped_row_has_seven_cells_whatever_the_question_says(
     cli: Cli, home: Paths, text: str
 ) -> None:
     """A question is the engine's text: a tab or a newline in it never makes another cell or
@@ -115,7 +117,7 @@ def test_a_piped_row_has_six_cells_whatever_the_question_says(
     )
     [row] = cli("list").out.split("\n")[:-1]
     cells = row.split("\t")
-    assert len(cells) == 6
+    assert len(cells) == 7
     shown = "".join(" " if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
     assert cells[5] == f"? {shown}"
 

@@ -25,7 +25,14 @@ from shadowclone.node.retention import Removed, parse_duration
 from shadowclone.node.schemas import CONVERTER, Caps, ProgressLine, State
 from shadowclone.plugin.types import Outcome
 
-LIST_COLUMNS = (("ID", 18), ("STATE", 9), ("TARGET", 24), ("ENGINE", 8), ("REQUESTED", 9))
+LIST_COLUMNS = (
+    ("ID", 18),
+    ("STATE", 9),
+    ("TARGET", 24),
+    ("ENGINE", 8),
+    ("REQUESTED", 9),
+    ("COST", 8),
+)
 """`list`'s columns and their widths (a wider target pushes its row on); the last column, the
 pull request or the open question, takes what it needs: a link is never cut."""
 
@@ -129,8 +136,8 @@ def list_(app: App, include_all: bool, limit: int, as_json: bool) -> None:
     """List active clones and the most recent others.
 
     To a terminal, a table; to a pipe or a file, one clone per line with its whole values
-    separated by tabs and no header: id, state, target, engine, requested (ISO 8601, UTC), and
-    the pull request or the open question.
+    separated by tabs and no header: id, state, target, engine, requested (ISO 8601, UTC), the
+    pull request or the open question, and the cost so far in dollars (empty if not reported).
 
     \b
     Examples:
@@ -151,13 +158,23 @@ def list_(app: App, include_all: bool, limit: int, as_json: bool) -> None:
             click.echo(("[\n" if not shown else ",\n") + data, nl=False)
         elif not table:
             requested = item.requested_at.astimezone(UTC).isoformat(timespec="seconds")
-            row = (item.id, item.state, item.target.key, item.engine, requested, extra)
+            cost = f"{item.usage.cost_usd:.4f}" if item.usage.cost_usd is not None else ""
+            row = (item.id, item.state, item.target.key, item.engine, requested, extra, cost)
             click.echo("\t".join(tsv_cell(str(cell)) for cell in row))
         else:
             if not shown:
                 click.echo(list_row((*(name for name, _ in LIST_COLUMNS), "PR / QUESTION")))
             state = f"{item.state}" + ("*" if item.stop_requested and item.state.active else "")
-            cells = (item.id, state, item.target.key, item.engine, ago(item.requested_at), extra)
+            cost = f"${item.usage.cost_usd:.2f}" if item.usage.cost_usd is not None else "-"
+            cells = (
+                item.id,
+                state,
+                item.target.key,
+                item.engine,
+                ago(item.requested_at),
+                cost,
+                extra,
+            )
             click.echo(list_row(cells))
         shown += 1
     if as_json:

@@ -674,7 +674,9 @@ class CloneRun:
         if not (tokens_in or tokens_out or costs):
             return ""
         cost = f", ${sum(costs):.4f}" if costs else ""
-        return f"usage: {tokens_in} tokens in, {tokens_out} out{cost}"
+        turns = f"{self.caps.turns} turn" + ("" if self.caps.turns == 1 else "s")
+        work = f"; {turns}, {self.caps.minutes():.1f} minutes of work"
+        return f"usage: {tokens_in} tokens in, {tokens_out} out{cost}{work}"
 
 
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
