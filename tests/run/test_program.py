@@ -29,7 +29,14 @@ from shadowclone.node.target import Target
 from shadowclone.plugin.types import Outcome
 from shadowclone.run.program import run_clone
 from shadowclone_fake_launch.fakes.github import FakeGitHub
-from shadowclone_fake_launch.fakes.models import FakeModelServer, Hang, Reply, Shell, Text
+from shadowclone_fake_launch.fakes.models import (
+    FakeModelServer,
+    Hang,
+    Reply,
+    Shell,
+    Text,
+    UsageLimit,
+)
 
 ANTHROPIC_KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
 OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"
@@ -301,8 +308,34 @@ class TestRunProgram:
 
 
 @pytest.mark.parametrize("engine", ["claude", "codex"])
-class TestCaps:
-    """A cap reached pauses either real engine at the model proxy and asks the owner."""
+class TestPauses:
+    """A cap reached pauses either real engine at the model proxy and asks the owner; a login's
+    usage limit pauses it until the reset the provider names."""
+
+    def test_a_usage_limit_waits_for_its_reset_and_the_session_goes_on(
+        self, world: World, engine: str
+    ) -> None:
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Limited work")
+        with models(UsageLimit(reset_in_s=2), Text("Done after the reset.")) as server:
+            folder = world.folder(
+                number,
+                server,
+                engine=engine,
+                login=LOGINS[engine],
+                base_url=server.openai_url if engine == "codex" else server.url,
+                model="shadowclone-fake-model" if engine == "codex" else None,
+                stall_timeout_s=1,
+            )
+            code, lines = world.run(folder)
+            first, again = server.model_requests()[:2]
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+        texts = [line.text for line in lines]
+        assert any("login's usage limit is reached" in text for text in texts)
+        assert "the usage limit has reset: the engine goes on" in texts
+        assert "Done after the reset." in texts
+        assert again.body == first.body  # the very request, sent again after the reset
+        assert not [line for line in lines if line.kind is ProgressKind.ERROR]
 
     def test_a_time_cap_pauses_the_engine_and_the_owner_raises_it(
         self, world: World, engine: str

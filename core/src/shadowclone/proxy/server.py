@@ -20,7 +20,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import unquote
@@ -30,6 +31,7 @@ import httpx2
 
 from shadowclone.errors import BadInput
 from shadowclone.proxy.credentials import ENGINE_AUTH_HEADERS, LIST_HEADERS, Credential
+from shadowclone.proxy.limits import MAX_ERROR_BYTES, usage_limit_reset
 
 log = logging.getLogger(__name__)
 
@@ -330,6 +332,25 @@ class _Connection:
                     response = await proxy.client.send(
                         httpx2.Request(method, url, headers=headers, content=replay), stream=True
                     )
+            prefetched = None
+            while response.status_code == 429 and proxy.on_usage_limit is not None:
+                prefetched = await _small_body(response)
+                if prefetched is None:
+                    break
+                now = datetime.now(UTC)
+                reset = usage_limit_reset(429, response.headers, prefetched, now)
+                replay = body.replay()
+                if reset is None or replay is None:
+                    break
+                log.info("%s %s -> 429: usage limit until %s", method, url.path, reset)
+                if not await proxy.on_usage_limit(reset):
+                    break
+                sent = await proxy.credential.headers()
+                headers = upstream_headers(request.headers, sent)
+                prefetched = None
+                response = await proxy.client.send(
+                    httpx2.Request(method, url, headers=headers, content=replay), stream=True
+                )
         except httpx2.HTTPError as error:
             if body.hung_up:
                 raise _EngineGone from None
@@ -343,7 +364,8 @@ class _Connection:
                     reason=response.reason_phrase.encode("latin-1", "replace"),
                 )
             )
-            async for chunk in response.aiter_raw():
+            chunks = response.aiter_raw() if prefetched is None else _once(prefetched)
+            async for chunk in chunks:
                 self.send(h11.Data(data=chunk))
                 await self.writer.drain()
             self.send(h11.EndOfMessage())
@@ -351,6 +373,22 @@ class _Connection:
         finally:
             await response.aclose()
         return response.status_code
+
+
+async def _small_body(response: httpx2.Response) -> bytes | None:
+    """An error's raw bytes, read whole when it says it is small (Content-Length); None, and
+    nothing read, otherwise."""
+    length = response.headers.get("content-length", "")
+    if not length.isdigit() or int(length) > MAX_ERROR_BYTES:
+        return None
+    data = bytearray()
+    async for chunk in response.aiter_raw():
+        data += chunk
+    return bytes(data)
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
 
 
 class _RequestBody:
@@ -435,6 +473,9 @@ class ModelProxy:
         self.prefix = upstream.raw_path.decode("ascii").rstrip("/")
         """The upstream base path without a trailing slash ("" for the whole host)."""
         self.credential = credential
+        self.on_usage_limit: Callable[[datetime], Awaitable[bool]] | None = None
+        """Called when the provider says the login's usage limit is reached, with when it
+        resets; it waits (the engine's request held) and says whether to send it again."""
         self.open = asyncio.Event()
         """Cleared, the engine's requests wait here before they go out: the run program
         pauses the engine so (a cap reached) and sets it again to let it go on."""

@@ -20,6 +20,7 @@ import threading
 import urllib.parse
 import urllib.request
 from collections.abc import MutableMapping
+from datetime import datetime
 from pathlib import Path
 
 import attrs
@@ -38,6 +39,7 @@ from shadowclone.node.schemas import (
     Resume,
     RunMode,
     Step,
+    now,
 )
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
@@ -130,6 +132,8 @@ class CloneRun:
         """The repository's clone, begun as soon as the target names it."""
         self.caps = CapWatch(request.caps)
         """What the engine has used of the clone's caps (counted from the engine's start)."""
+        self._held = 0
+        """Model requests waiting at the proxy for the login's usage limit to reset."""
         self._proxy_ready: asyncio.Task[ModelProxy] | None = None
         self.engine_area = folder.path / ENGINE_AREA
         """The engine's corner of the run folder: its home, state folders and the ask
@@ -431,8 +435,34 @@ class CloneRun:
             outbound_proxy=outbound,
         )
         proxy = ModelProxy(upstream, credential, outbound_proxy=outbound)
+        proxy.on_usage_limit = self._on_usage_limit
         await proxy.start_tcp()
         return proxy
+
+    async def _on_usage_limit(self, reset: datetime) -> bool:
+        """The login's plan is used up until `reset`: the engine's request waits at the proxy
+        (its session, its work and the stall clock kept) and is sent again then; a stop ends
+        the wait. True: send it again."""
+        if not self._held:
+            local = reset.astimezone()
+            wait = max(0.0, (reset - now()).total_seconds())
+            self.progress.note(
+                Step.ENGINE,
+                f"the {self.request.login} login's usage limit is reached: the engine waits "
+                f"until {local:%H:%M:%S} (in {wait:.0f} s) and then goes on in the same session",
+            )
+            self.caps.pause()
+        self._held += 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), max(0.0, (reset - now()).total_seconds()))
+        finally:
+            self._held -= 1
+            if not self._held:
+                self.caps.resume()
+                if not self.stop.is_set():
+                    self.progress.note(Step.ENGINE, "the usage limit has reset: the engine goes on")
+        return not self.stop.is_set()
 
     def _early_model_proxy(self) -> None:
         """Start the model proxy beside the first steps, where the login is one it serves."""
@@ -501,6 +531,7 @@ class CloneRun:
                 close_inbox=self.close_inbox,
                 caps=self.caps,
                 on_cap=self._on_cap,
+                held=lambda: self._held > 0,
             )
         return result
 

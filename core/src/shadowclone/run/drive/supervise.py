@@ -73,6 +73,7 @@ async def supervise_engine(
     close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
     caps: CapWatch | None = None,
     on_cap: Callable[[Reached], Coroutine[Any, Any, bool]] | None = None,
+    held: Callable[[], bool] | None = None,
 ) -> EngineResult:
     """Drive `session` (already launched) until it ends, and say how it ended.
 
@@ -85,7 +86,8 @@ async def supervise_engine(
     False while an accepted message is not yet among `taken` (unless `force`), and once it
     returns True no message is accepted any more. `on_cap` runs when one of `caps` is reached
     while the engine works (the stall clock held meanwhile): True goes on, False ends the
-    work with the cap named.
+    work with the cap named. While `held()` is true the engine waits on purpose (its login's
+    usage limit), and the stall clock is held.
     """
     supervisor = _Supervisor(
         session,
@@ -98,6 +100,7 @@ async def supervise_engine(
         close_inbox=close_inbox,
         caps=caps,
         on_cap=on_cap,
+        held=held,
     )
     if check_s is None:
         check_s = min(max(stall_timeout_s / 4, 0.05), 5.0)
@@ -118,8 +121,10 @@ class _Supervisor:
         close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
         caps: CapWatch | None = None,
         on_cap: Callable[[Reached], Coroutine[Any, Any, bool]] | None = None,
+        held: Callable[[], bool] | None = None,
     ) -> None:
         self.session = session
+        self.held = held
         self.caps = caps
         self.on_cap = on_cap
         self.capping: asyncio.Task[bool] | None = None
@@ -397,8 +402,8 @@ class _Supervisor:
     async def _check_stall(self) -> EngineResult | None:
         now = self.last_check = self.loop.time()
         self._check_caps()
-        if self.capping is not None:
-            self.last_activity = now  # the engine waits for the owner's word on a cap
+        if self.capping is not None or (self.held is not None and self.held()):
+            self.last_activity = now  # the engine waits for the owner, or for its login
         if self.questions.refresh() or self.questions.current():
             self.last_activity = now  # a question open or just settled holds the clock
         if not self.turn_running and not self.closed:

@@ -101,7 +101,16 @@ class ApiError:
     status: int = 400
 
 
-Reply = Text | Shell | CallTool | Hang | ApiError
+@attrs.frozen
+class UsageLimit:
+    """Answer as a provider whose login has used up its plan: 429 with the time it resets, in
+    each API's words (Anthropic's unified rate-limit headers; the Responses API's
+    `usage_limit_reached` error)."""
+
+    reset_in_s: float = 2.0
+
+
+Reply = Text | Shell | CallTool | Hang | ApiError | UsageLimit
 Rule = Callable[["ModelRequest"], "Reply | None"]
 
 
@@ -735,6 +744,27 @@ class FakeModelServer:
         )
         reply = self._next_reply(request)
         log.debug("request %d %s: answering %r", request.index, request.path, reply)
+        if isinstance(reply, UsageLimit):
+            resets_at = int(time.time() + reply.reset_in_s + 0.999)
+            if request.api == "anthropic":
+                refusal = {"type": "rate_limit_error", "message": "usage limit reached"}
+                handler.send_json(
+                    HTTPStatus.TOO_MANY_REQUESTS,
+                    {"type": "error", "error": refusal},
+                    {
+                        "anthropic-ratelimit-unified-status": "rejected",
+                        "anthropic-ratelimit-unified-reset": str(resets_at),
+                    },
+                )
+            else:
+                error: dict[str, object] = {
+                    "type": "usage_limit_reached",
+                    "message": "The usage limit has been reached",
+                    "resets_at": resets_at,
+                    "resets_in_seconds": max(0, resets_at - int(time.time())),
+                }
+                handler.send_json(HTTPStatus.TOO_MANY_REQUESTS, {"error": error})
+            return
         if isinstance(reply, ApiError):
             kind = "invalid_request_error" if reply.status == 400 else "api_error"
             error = {"type": kind, "message": reply.message}
@@ -768,9 +798,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("fake model server: " + format, *args)
 
-    def send_json(self, status: HTTPStatus, data: object) -> None:
+    def send_json(
+        self, status: HTTPStatus, data: object, headers: Mapping[str, str] | None = None
+    ) -> None:
         payload = json.dumps(data).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
