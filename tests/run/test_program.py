@@ -19,6 +19,7 @@ from shadowclone.node.schemas import (
     Caps,
     InboxKind,
     InboxLine,
+    Price,
     ProgressKind,
     ProgressLine,
     Request,
@@ -423,3 +424,30 @@ class TestPauses:
         [pull] = gh.pull_requests("owner/app")
         assert pull.pull is not None and pull.pull.draft
         assert final.pr_url == f"{gh.url}/owner/app/pull/{pull.number}"
+
+
+class TestPrices:
+    engine_binaries = ("codex",)
+
+    def test_codex_usage_is_priced_from_the_providers_prices(self, world: World) -> None:
+        """Codex reports tokens but no cost: the provider's prices make its cost (here a
+        dollar a token), for the report and for the cost caps."""
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Priced work")
+        with models(Shell("echo one > ONE.md"), Text("Done.")) as server:
+            folder = world.folder(
+                number,
+                server,
+                engine="codex",
+                login=LOGINS["codex"],
+                base_url=server.openai_url,
+                model="shadowclone-fake-model",
+                price=Price(1e6, 1e6),
+            )
+            code, lines = world.run(folder)
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+        usages = [line.usage for line in lines if line.usage is not None]
+        assert usages
+        assert all(u.cost_usd == u.input_tokens + u.output_tokens for u in usages)
+        total = sum(u.cost_usd or 0 for u in usages)
+        assert f"${total:.4f}" in (lines[-1].report or "")

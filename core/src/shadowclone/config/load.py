@@ -110,6 +110,10 @@ def check(config: Config) -> list[str]:
     for name, provider in config.providers.items():
         if not provider.login:
             problems.append(f"providers.{name}.login: expected the name of a login, got ''")
+        for key in ("input_usd_per_mtok", "output_usd_per_mtok"):
+            price = getattr(provider, key)
+            if price is not None and not 0 <= price < math.inf:
+                problems.append(f"providers.{name}.{key}: expected a price of 0 or more")
         for key in ("base_url", "token_url"):
             value = getattr(provider, key)
             if value is not None and not re.match(r"^https?://[^/?#@\s]+", value):
@@ -237,6 +241,9 @@ login = "claude-api-key"
 # The login Codex uses: "openai-api-key" or "chatgpt-plan" (one clone at a time, private
 # repositories only).
 login = "openai-api-key"
+# Codex reports tokens, not cost: its cost (and cost caps) come from your model's prices.
+# input_usd_per_mtok = 1.25
+# output_usd_per_mtok = 10.0
 # base_url = "https://gateway.example.com/v1"
 # token_url = "https://auth.openai.com/oauth/token"   # where a ChatGPT plan renews its token
 

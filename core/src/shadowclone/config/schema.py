@@ -21,6 +21,10 @@ class ProviderConfig:
     model: str | None = None
     token_url: str | None = None
     """Where a login that renews its tokens (a ChatGPT plan) does so, when not its own."""
+    input_usd_per_mtok: float | None = None
+    output_usd_per_mtok: float | None = None
+    """What a million tokens in and out cost, for an engine that reports tokens but no cost
+    (Codex): the clone's cost, and its cost caps, are reckoned from them."""
 
 
 @attrs.frozen

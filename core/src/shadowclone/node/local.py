@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 import attrs
 
 from shadowclone.config import Config, Paths, load_config
+from shadowclone.config.schema import ProviderConfig
 from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
 from shadowclone.node import files
 from shadowclone.node.index import CloneIndex
@@ -33,6 +34,7 @@ from shadowclone.node.schemas import (
     ChosenBy,
     InboxKind,
     InboxLine,
+    Price,
     ProgressLine,
     Question,
     Request,
@@ -266,6 +268,7 @@ class LocalNode:
             strangers_network=NetworkMode(self.config.security.strangers),
             allow_secrets=allow_secrets,
             caps=caps,
+            price=_price(self.config.providers[engine]),
         )
         # The active marker goes first: a crash before the request leaves a marker without a
         # request, which the next start removes; never a request that admission cannot see.
@@ -660,6 +663,12 @@ class LocalNode:
             yield from (scrubbed_line(line) for line in new)
             if any(p.final for p in new) or ended():
                 return
+
+
+def _price(provider: ProviderConfig) -> Price | None:
+    if provider.input_usd_per_mtok is None and provider.output_usd_per_mtok is None:
+        return None
+    return Price(provider.input_usd_per_mtok or 0.0, provider.output_usd_per_mtok or 0.0)
 
 
 def spent_since(paths: Paths, index: CloneIndex, since: datetime) -> float:

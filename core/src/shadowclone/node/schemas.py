@@ -166,6 +166,19 @@ NO_CAPS = Caps()
 
 
 @attrs.frozen
+class Price:
+    """US dollars per million tokens, for an engine that reports no cost of its own."""
+
+    input_usd_per_mtok: float = attrs.field(validator=_finite)
+    output_usd_per_mtok: float = attrs.field(validator=_finite)
+
+    def of(self, input_tokens: int, output_tokens: int) -> float:
+        return (
+            input_tokens * self.input_usd_per_mtok + output_tokens * self.output_usd_per_mtok
+        ) / 1e6
+
+
+@attrs.frozen
 class Request:
     """What `start` asks for; all the run program needs besides the secrets file."""
 
@@ -200,6 +213,8 @@ class Request:
     """The owner allowed this clone to push what looks like a secret (`start --allow-secrets`);
     otherwise a secret found in its commits stops the push."""
     caps: Caps = attrs.field(factory=Caps)
+    price: Price | None = None
+    """From the provider's config: how the run program prices usage reported without cost."""
     v: int = SCHEMA_VERSION
 
 

@@ -62,7 +62,7 @@ from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
 from shadowclone.run.drive import EngineResult, supervise_engine
-from shadowclone.run.drive.caps import CapWatch, Reached
+from shadowclone.run.drive.caps import CapWatch, Reached, priced
 from shadowclone.run.github import GithubClient
 from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
 from shadowclone.run.inbox import delivered, set_on_stop
@@ -517,7 +517,10 @@ class CloneRun:
         assert self.plan is not None
         self.progress.note(Step.ENGINE, f"starting {self.request.engine}")
         task = await self._task(prompt, web_tools=self.plan.mode is not Mode.REVIEW)
-        session = await self.registry.engine(self.request.engine).factory().launch(task)
+        session = priced(
+            await self.registry.engine(self.request.engine).factory().launch(task),
+            self.request.price,
+        )
         messages = delivered(self.folder, kinds={InboxKind.MESSAGE})
         self.caps = CapWatch(self.request.caps)
         async with contextlib.aclosing(messages):
@@ -558,7 +561,10 @@ class CloneRun:
 
     async def _consult(self, prompt: str) -> str:
         task = await self._task(prompt, web_tools=False)
-        session = await self.registry.engine(self.request.engine).factory().launch(task)
+        session = priced(
+            await self.registry.engine(self.request.engine).factory().launch(task),
+            self.request.price,
+        )
         result = await supervise_engine(
             session, self.progress, None, self.stop, self.request.stall_timeout_s
         )

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import attrs
 
-from shadowclone.node.schemas import Caps
-from shadowclone.plugin.types import EngineEvent, TurnEndedEvent, UsageEvent
+from shadowclone.node.schemas import Caps, Price
+from shadowclone.plugin.types import EngineEvent, EngineSession, TurnEndedEvent, UsageEvent
 
 
 class CapKind(enum.StrEnum):
@@ -113,3 +113,33 @@ class CapWatch:
             assert self.caps.cost_usd is not None
             self.caps = attrs.evolve(self.caps, cost_usd=self.caps.cost_usd + step)
         return self.caps
+
+
+class PricedSession:
+    """`session`, its usage without a cost priced by `price` (an engine that reports tokens
+    only, as Codex does): so the clone's cost and its cost caps hold for every engine."""
+
+    def __init__(self, session: EngineSession, price: Price) -> None:
+        self.session = session
+        self.price = price
+
+    async def events(self) -> AsyncIterator[EngineEvent]:
+        async for event in self.session.events():
+            if isinstance(event, UsageEvent) and event.cost_usd is None:
+                cost = self.price.of(event.input_tokens, event.output_tokens)
+                yield attrs.evolve(event, cost_usd=cost)
+            else:
+                yield event
+
+    async def send(self, message: str) -> None:
+        await self.session.send(message)
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    async def stop(self) -> None:
+        await self.session.stop()
+
+
+def priced(session: EngineSession, price: Price | None) -> EngineSession:
+    return session if price is None else PricedSession(session, price)
