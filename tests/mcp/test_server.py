@@ -59,7 +59,7 @@ sys.exit(main())
 """The server with an audit hook that makes any open of the secrets file (its path the last
 argument) fail the tool call, or the whole server if it happened at start."""
 
-TOOLS = {"start", "list", "get", "follow", "send", "answer", "stop"}
+TOOLS = {"start", "list", "get", "follow", "send", "answer", "stop", "resume"}
 SECRET = "ghp_" + "Zq7" * 12
 
 
@@ -136,6 +136,7 @@ async def test_the_tools_and_their_input_schemas(home: Paths, tmp_path: Path) ->
         "send": ["clone_id", "text"],
         "answer": ["clone_id", "question_id", "choice"],
         "stop": ["clone_id"],
+        "resume": ["clone_id"],
     }
     types = {
         (name, argument): (
@@ -165,6 +166,7 @@ async def test_the_tools_and_their_input_schemas(home: Paths, tmp_path: Path) ->
         ("answer", "question_id"): ("string", None),
         ("answer", "choice"): ("string", None),
         ("stop", "clone_id"): ("string", None),
+        ("resume", "clone_id"): ("string", None),
     }
     for name, tool in tools.items():
         assert tool.description and tool.title, name

@@ -23,6 +23,7 @@ from shadowclone.node.schemas import (
     ProgressKind,
     ProgressLine,
     Request,
+    ResumeMarker,
     StopMarker,
     dumps,
 )
@@ -337,6 +338,40 @@ class TestPauses:
         assert "Done after the reset." in texts
         assert again.body == first.body  # the very request, sent again after the reset
         assert not [line for line in lines if line.kind is ProgressKind.ERROR]
+        scheduled = [line for line in lines if line.kind is ProgressKind.SCHEDULED]
+        assert [line.until is not None for line in scheduled] == [True, False]
+
+    def test_the_owner_resumes_a_scheduled_clone_before_the_reset(
+        self, world: World, engine: str
+    ) -> None:
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Limited work")
+        with models(UsageLimit(reset_in_s=3600), Text("Done, resumed.")) as server:
+            folder = world.folder(
+                number,
+                server,
+                engine=engine,
+                login=LOGINS[engine],
+                base_url=server.openai_url if engine == "codex" else server.url,
+                model="shadowclone-fake-model" if engine == "codex" else None,
+            )
+
+            def resume_once_scheduled() -> None:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    lines, _, _ = folder.progress()
+                    if any(line.kind is ProgressKind.SCHEDULED for line in lines):
+                        folder.write_resume(ResumeMarker())
+                        return
+                    time.sleep(0.05)
+
+            owner = threading.Thread(target=resume_once_scheduled)
+            owner.start()
+            code, lines = world.run(folder)
+            owner.join()
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+        texts = [line.text for line in lines]
+        assert "the owner resumed the clone" in texts and "Done, resumed." in texts
 
     def test_a_time_cap_pauses_the_engine_and_the_owner_raises_it(
         self, world: World, engine: str

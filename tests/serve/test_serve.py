@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import attrs
 import pytest
+from shadowclone.cli.app import describe
 from shadowclone.config import Paths
 from shadowclone.errors import PluginUnavailable, Refused
 from shadowclone.node import files
@@ -18,9 +19,11 @@ from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import (
     InboxKind,
     ProgressKind,
+    ProgressLine,
     Record,
     Request,
     State,
+    Step,
     Usage,
 )
 from shadowclone.node.target import Target
@@ -464,3 +467,41 @@ def test_the_daily_cost_cap_holds_queued_clones_and_says_why(
     with serving(raised):
         wait_state(home, second.id, State.DONE)
     assert ready.starts() == [first.id, second.id]
+
+
+def test_a_scheduled_clone_holds_its_logins_queue_until_the_reset(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    """A clone whose login's usage limit is reached shows as scheduled (with its time) and
+    holds the queued clones of that login, not the others'; when its wait ends it is running
+    again and they start."""
+    ready.default = HANG
+    ready.save()
+    node = with_parallel(node, 3)
+    limited = queue(home, 1, login="claude-subscription")
+    with serving(node):
+        wait_state(home, limited, State.RUNNING)
+        until = datetime.now(UTC) + timedelta(hours=1)
+        folder = RunFolder(home.clones_dir / limited)
+        said = "the claude-subscription login's usage limit is reached"
+        scheduled = ProgressLine(Step.ENGINE, ProgressKind.SCHEDULED, said, until=until)
+        folder.append_progress(scheduled)
+        record = wait_state(home, limited, State.SCHEDULED)
+        assert record.scheduled_until == until
+        same, other = queue(home, 2, login="claude-subscription"), queue(home, 3)
+        wait_state(home, other, State.RUNNING)
+        reason = node.get(same).waiting_for
+        assert reason.startswith("its login claude-subscription, whose usage limit resets")
+        assert state_of(home, same) is State.QUEUED
+        assert "scheduled until" in describe(node.get(limited))
+        with pytest.raises(Refused, match="not scheduled"):
+            node.resume(other)
+        assert node.resume(limited).id == limited
+        over = ProgressLine(Step.ENGINE, ProgressKind.SCHEDULED, "the limit has reset")
+        folder.append_progress(over)
+        wait_state(home, limited, State.RUNNING)
+        wait_state(home, same, State.RUNNING)
+        for clone_id in (limited, same, other):
+            node.stop(clone_id)
+        for clone_id in (limited, same, other):
+            wait_state(home, clone_id, State.STOPPED)

@@ -42,6 +42,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "stop",
         "Stop a clone: a queued one never starts, a running one is stopped and its work saved.",
     ),
+    "resume": (
+        "clones",
+        "resume",
+        "Resume a clone scheduled for its login's usage limit now, not at the reset.",
+    ),
     "rm": (
         "clones",
         "rm",

@@ -107,6 +107,11 @@ def describe(view: CloneView) -> str:
     ]
     if view.waiting_for:
         rows.append(f"waiting   for {view.waiting_for}")
+    if view.scheduled_until:
+        rows.append(
+            f"scheduled until {view.scheduled_until.astimezone():%Y-%m-%d %H:%M:%S}, when its "
+            f"login's usage limit resets (go on now: shadowclone resume {view.id})"
+        )
     if view.started_at:
         rows.append(f"started   {view.started_at.astimezone():%Y-%m-%d %H:%M:%S}")
     if view.ended_at:

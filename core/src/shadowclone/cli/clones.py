@@ -300,6 +300,21 @@ def stop(app: App, clone_id: str, as_json: bool) -> None:
         app.out.print(f"stopping {view.id} ({view.state})")
 
 
+@click.command()
+@click.argument("clone_id", metavar="ID", shell_complete=complete_clone_id)
+@json_option
+@pass_app
+def resume(app: App, clone_id: str, as_json: bool) -> None:
+    """Resume a clone scheduled for its login's usage limit now, not at the reset.
+
+    Should the provider still refuse, the clone is scheduled again."""
+    view = app.node().resume(clone_id)
+    if as_json:
+        emit_json(view)
+    else:
+        app.out.print(f"resuming {view.id}")
+
+
 def size(count: int) -> str:
     """Bytes as an owner reads them: 512 B, 3.4 MB, 1.2 GB."""
     amount = float(count)

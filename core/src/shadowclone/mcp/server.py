@@ -116,6 +116,12 @@ as `stopped`.
 
 Refused for a clone that has already ended. Returns the clone, with `stop_requested` true."""
 
+RESUME = """\
+Resume a clone whose engine waits for its login's usage limit to reset (state `scheduled`): its \
+request goes to the model now (should the provider still refuse, it is scheduled again).
+
+Refused for a clone that is not scheduled."""
+
 CloneId = Annotated[
     str,
     Field(description="The clone's id as `start` or `list` gave it, or a unique prefix of it."),
@@ -335,6 +341,15 @@ def build_server(paths: Paths | None = None) -> MCPServer:
     )
     def stop(clone_id: CloneId) -> CloneResult:
         return on_node(lambda node: node.stop(clone_id))
+
+    @server.tool(
+        name="resume",
+        title="Resume a scheduled clone",
+        description=RESUME,
+        annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True),
+    )
+    def resume(clone_id: CloneId) -> CloneResult:
+        return on_node(lambda node: node.resume(clone_id))
 
     return server
 

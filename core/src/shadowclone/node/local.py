@@ -38,6 +38,7 @@ from shadowclone.node.schemas import (
     ProgressLine,
     Question,
     Request,
+    ResumeMarker,
     State,
     Step,
     StopMarker,
@@ -87,6 +88,8 @@ class CloneView:
     usage: Usage = attrs.field(factory=Usage)
     """The engine's tokens and cost so far, over all its turns."""
     turns: int = 0
+    scheduled_until: datetime | None = None
+    """While scheduled: when its login's usage limit resets and the engine goes on."""
     caps: Caps = attrs.field(factory=Caps)
     """Where the clone pauses to ask whether to go on (as started; raised ones are in its
     progress lines)."""
@@ -388,6 +391,7 @@ class LocalNode:
                 last_progress=(record.last_progress,) if record.last_progress else (),
                 usage=record.usage,
                 turns=record.turns,
+                scheduled_until=record.scheduled_until if record.state is State.SCHEDULED else None,
             )
         if lines:
             # A huge log is read from its last whole lines: the latest state is what `get` shows.
@@ -462,7 +466,7 @@ class LocalNode:
                 "running with `shadowclone service install`"
             )
         active = self._active()
-        launched = [v for v in active if v.state in (State.RUNNING, State.WAITING)]
+        launched = [v for v in active if v.state.launched]
         ahead = sum(
             1
             for v in active
@@ -479,6 +483,15 @@ class LocalNode:
             )
         with contextlib.suppress(OSError, MalformedFile):
             request = RunFolder(self.paths.clones_dir / view.id).request()
+            for other in launched:
+                theirs = RunFolder(self.paths.clones_dir / other.id).request()
+                record = RunFolder(self.paths.clones_dir / other.id).record()
+                until = record.scheduled_until if record else None
+                if theirs.login == request.login and until is not None and until > self.clock():
+                    return (
+                        f"its login {request.login}, whose usage limit resets at "
+                        f"{until.astimezone():%H:%M:%S} (clone {other.id} waits for it)"
+                    )
             if request.one_at_a_time:
                 for other in launched:
                     theirs = RunFolder(self.paths.clones_dir / other.id).request()
@@ -594,6 +607,16 @@ class LocalNode:
             raise Refused(f"clone {folder.id} has already ended: {view.state}")
         if not view.stop_requested:
             folder.write_stop(StopMarker(at=self.clock()))
+        return self._view(folder)
+
+    def resume(self, clone_id: str) -> CloneView:
+        """A scheduled clone goes on now, not at its login's reset (the provider may refuse it
+        again, and then it waits again)."""
+        folder = self.resolve(clone_id)
+        view = self._view(folder)
+        if view.state is not State.SCHEDULED:
+            raise Refused(f"clone {folder.id} is {view.state}, not scheduled: nothing to resume")
+        folder.write_resume(ResumeMarker(at=self.clock()))
         return self._view(folder)
 
     # ------------------------------------------------------------------ retention

@@ -22,6 +22,7 @@ from shadowclone.node.schemas import (
     ProgressLine,
     Record,
     Request,
+    ResumeMarker,
     StopMarker,
 )
 
@@ -145,6 +146,21 @@ class RunFolder:
             return schemas.read(self.record_file, Record)
         except FileNotFoundError:
             return None
+
+    @property
+    def resume_file(self) -> Path:
+        return self.path / "resume.json"
+
+    def resume_marker(self) -> ResumeMarker | None:
+        try:
+            return schemas.read(self.resume_file, ResumeMarker)
+        except FileNotFoundError:
+            return None
+        except MalformedFile:
+            return ResumeMarker()  # its presence is what counts: the owner said resume
+
+    def write_resume(self, marker: ResumeMarker) -> None:
+        schemas.write(self.resume_file, marker)
 
     def stop_marker(self) -> StopMarker | None:
         try:

@@ -41,13 +41,20 @@ class State(enum.StrEnum):
     RUNNING = "running"
     WAITING = "waiting"
     """Running, with a question open for the owner."""
+    SCHEDULED = "scheduled"
+    """Running, its engine waiting for its login's usage limit to reset (`scheduled_until`)."""
     DONE = "done"
     FAILED = "failed"
     STOPPED = "stopped"
 
     @property
     def active(self) -> bool:
-        return self in (State.QUEUED, State.RUNNING, State.WAITING)
+        return self in (State.QUEUED, State.RUNNING, State.WAITING, State.SCHEDULED)
+
+    @property
+    def launched(self) -> bool:
+        """Running in its launcher, whatever it waits for."""
+        return self in (State.RUNNING, State.WAITING, State.SCHEDULED)
 
 
 class Step(enum.StrEnum):
@@ -82,6 +89,9 @@ class ProgressKind(enum.StrEnum):
     REVIEW = "review"
     ERROR = "error"
     FINAL = "final"
+    SCHEDULED = "scheduled"
+    """The login's usage limit is reached: the engine waits until `until`; a line of this kind
+    with no `until` says the wait is over."""
 
 
 class ChosenBy(enum.StrEnum):
@@ -130,6 +140,7 @@ class ProgressLine:
     outcome: Outcome | None = None
     pr_url: str | None = None
     report: str | None = None
+    until: datetime | None = None
     v: int = SCHEMA_VERSION
 
     @property
@@ -233,6 +244,8 @@ class Record:
     pr_url: str | None = None
     outcome: Outcome | None = None
     report: str | None = None
+    scheduled_until: datetime | None = None
+    """While the engine waits for its login's usage limit to reset: until when."""
     output_tail: str = ""
     """The clone's last output, kept when it ended without a final line."""
     launching_at: datetime | None = None
@@ -292,6 +305,14 @@ class Handoff:
 class StopMarker:
     at: datetime = attrs.field(factory=now)
     reason: str = "the owner asked to stop"
+    v: int = SCHEMA_VERSION
+
+
+@attrs.frozen
+class ResumeMarker:
+    """The owner's word that a scheduled clone goes on now, not at its login's reset."""
+
+    at: datetime = attrs.field(factory=now)
     v: int = SCHEMA_VERSION
 
 

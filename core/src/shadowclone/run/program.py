@@ -65,7 +65,7 @@ from shadowclone.run.drive import EngineResult, supervise_engine
 from shadowclone.run.drive.caps import CapWatch, Reached, priced
 from shadowclone.run.github import GithubClient
 from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
-from shadowclone.run.inbox import delivered, set_on_stop
+from shadowclone.run.inbox import FileWatch, delivered, set_on_stop
 from shadowclone.run.progress import AskRelay, ProgressWriter
 from shadowclone.run.redact import (
     RedactedDescriptors,
@@ -439,29 +439,50 @@ class CloneRun:
         await proxy.start_tcp()
         return proxy
 
+    async def _resume_or_stop(self, since: datetime) -> None:
+        """Return once the clone is stopped or the owner says resume (`shadowclone resume`)
+        after `since`."""
+        names = {self.folder.resume_file.name}
+        async with FileWatch(self.folder.path, names) as watch:
+            while not self.stop.is_set():
+                marker = self.folder.resume_marker()
+                if marker is not None and marker.at >= since:
+                    self.progress.note(Step.ENGINE, "the owner resumed the clone")
+                    return
+                stop = asyncio.ensure_future(self.stop.wait())
+                change = asyncio.ensure_future(watch.wait())
+                try:
+                    await asyncio.wait({stop, change}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for task in (stop, change):
+                        task.cancel()
+                    await asyncio.gather(stop, change, return_exceptions=True)
+
     async def _on_usage_limit(self, reset: datetime) -> bool:
         """The login's plan is used up until `reset`: the engine's request waits at the proxy
         (its session, its work and the stall clock kept) and is sent again then; a stop ends
         the wait. True: send it again."""
+        since = now()
         if not self._held:
             local = reset.astimezone()
             wait = max(0.0, (reset - now()).total_seconds())
-            self.progress.note(
-                Step.ENGINE,
+            self.progress.scheduled(
                 f"the {self.request.login} login's usage limit is reached: the engine waits "
                 f"until {local:%H:%M:%S} (in {wait:.0f} s) and then goes on in the same session",
+                reset,
             )
             self.caps.pause()
         self._held += 1
         try:
+            left = max(0.0, (reset - now()).total_seconds())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stop.wait(), max(0.0, (reset - now()).total_seconds()))
+                await asyncio.wait_for(self._resume_or_stop(since), left)
         finally:
             self._held -= 1
             if not self._held:
                 self.caps.resume()
                 if not self.stop.is_set():
-                    self.progress.note(Step.ENGINE, "the usage limit has reset: the engine goes on")
+                    self.progress.scheduled("the usage limit has reset: the engine goes on", None)
         return not self.stop.is_set()
 
     def _early_model_proxy(self) -> None:

@@ -97,7 +97,7 @@ class Clone:
 
     @property
     def launched(self) -> bool:
-        return self.record.state in (State.RUNNING, State.WAITING)
+        return self.record.state.launched
 
 
 class Server:
@@ -503,12 +503,21 @@ class Server:
             key=lambda c: (c.request.requested_at, c.id),
         )
         busy = {c.request.login for c in running}
+        moment = self.clock()
+        # A login whose usage limit is reached takes no new clone until it resets.
+        limited = {
+            c.request.login
+            for c in running
+            if c.record.scheduled_until is not None and c.record.scheduled_until > moment
+        }
         if queued and self._over_daily_cost():
             return
         for clone in queued:
             if len(running) >= self.config.parallel_clones:
                 return
             if clone.request.one_at_a_time and clone.request.login in busy:
+                continue
+            if clone.request.login in limited:
                 continue
             with self.guard(clone.id):
                 if clone.folder.stop_marker() is not None:

@@ -77,7 +77,10 @@ def fold_progress(
         return record
     pr_url, outcome, report = record.pr_url, record.outcome, record.report
     usage, turns = (Usage(), 0) if from_start else (record.usage, record.turns)
+    scheduled_until = record.scheduled_until
     for line in lines:
+        if line.kind is ProgressKind.SCHEDULED:
+            scheduled_until = line.until
         if line.kind is ProgressKind.USAGE and line.usage is not None:
             usage, turns = add_usage(usage, line.usage), turns + 1
         if line.kind is ProgressKind.QUESTION and line.question is not None:
@@ -90,10 +93,14 @@ def fold_progress(
             outcome = line.outcome or Outcome.FAILED
             report = line.report
             asked.clear()
+            scheduled_until = None
     question = next(reversed(asked.values()), None)
     state = record.state
-    if state in (State.RUNNING, State.WAITING):
-        state = State.WAITING if question is not None else State.RUNNING
+    if state.launched:
+        if question is not None:
+            state = State.WAITING
+        else:
+            state = State.SCHEDULED if scheduled_until is not None else State.RUNNING
     return attrs.evolve(
         record,
         state=state,
@@ -104,6 +111,7 @@ def fold_progress(
         report=report,
         usage=usage,
         turns=turns,
+        scheduled_until=scheduled_until,
     )
 
 
