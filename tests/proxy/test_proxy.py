@@ -30,6 +30,7 @@ from shadowclone.proxy import (
     StaticCredential,
     credential_for_login,
 )
+from shadowclone.proxy.backoff import TRIES, Backoff
 from shadowclone.proxy.server import HOP_BY_HOP, REQUEST_DROPPED, refusal, upstream_headers
 from shadowclone_fake_launch.fakes.models import ApiError, FakeModelServer, Hang, ModelRequest, Text
 
@@ -434,10 +435,15 @@ async def test_header_injection_through_the_path_is_refused(
 
 
 async def test_an_unreachable_provider_is_a_502_in_one_line() -> None:
+    """After the tries of the backoff (quick ones here), each told as an overload."""
     with FakeModelServer() as gone:
         url = gone.url
+    told: list[int] = []
     async with running(url) as proxy, httpx2.AsyncClient() as client:
+        proxy.backoff = lambda: Backoff(base_s=0.01, cap_s=0.05)
+        proxy.on_overload = told.append
         response = await client.post(proxy.engine_base_url + "/v1/messages", json=MESSAGE)
+    assert told == [0] * (TRIES - 1)
     assert response.status_code == 502
     assert response.text.startswith("bad gateway: ")
     assert response.text.count("\n") == 1

@@ -456,3 +456,13 @@ def test_what_children_write_to_the_run_programs_descriptors_is_redacted(
         assert secret not in seen.replace("\n", "")
     assert "the run program's own line: [redacted]" in done.stdout
     assert done.stdout.count(MARKER) >= 2 and "done" in done.stderr
+
+
+def test_a_marker_that_gives_a_token_its_boundary_is_redacted_at_once() -> None:
+    """Found by hypothesis: the secret before `Bearer` hid the token's word boundary until the
+    secret became a marker; one call redacts both, and a second changes nothing."""
+    text = "00000000Bearer eC1hY2Nlc3MtdG9rZW46MDAwMDAwMDA="
+    redact = Redactor(["00000000"])
+    once = redact(text)
+    assert "eC1hY2Nlc3M" not in once
+    assert redact(once) == once

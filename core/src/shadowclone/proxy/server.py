@@ -30,6 +30,7 @@ import h11
 import httpx2
 
 from shadowclone.errors import BadInput
+from shadowclone.proxy.backoff import RETRIED_STATUSES, Backoff, retry_after
 from shadowclone.proxy.credentials import ENGINE_AUTH_HEADERS, LIST_HEADERS, Credential
 from shadowclone.proxy.limits import MAX_ERROR_BYTES, usage_limit_reset
 
@@ -297,6 +298,29 @@ class _Connection:
         log.info("%s %s -> %d", method, path, status)
         return self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE
 
+    async def _unreachable(
+        self,
+        backoff: Backoff,
+        error: httpx2.TransportError,
+        body: _RequestBody,
+        send_again: Callable[[], Awaitable[httpx2.Response | None]],
+    ) -> httpx2.Response | None:
+        """The provider could not be reached (refused, reset before an answer): send again
+        after the backoff, while tries last and the body can be sent again; else None."""
+        if body.hung_up:
+            return None
+        await body.drain()  # the rest of it, kept for the next send
+        while (wait := backoff.next()) is not None:
+            log.info("the provider could not be reached (%s); again in %.1f s", error, wait)
+            if self.proxy.on_overload is not None:
+                self.proxy.on_overload(0)
+            await asyncio.sleep(wait)
+            try:
+                return await send_again()
+            except httpx2.TransportError as again:
+                error = again
+        return None
+
     async def watch_for_hangup(self, body: _RequestBody) -> None:
         """Return when the engine closes the connection while its response is pending, so the
         upstream request is abandoned at once (a stopped turn must stop the model call)."""
@@ -319,38 +343,66 @@ class _Connection:
         method = request.method.decode("ascii")
         sent = await proxy.credential.headers()
         headers = upstream_headers(request.headers, sent)
-        try:
-            response = await proxy.client.send(
-                httpx2.Request(method, url, headers=headers, content=content), stream=True
+        backoff = proxy.backoff()
+
+        async def send_again() -> httpx2.Response | None:
+            """The kept body sent again, with fresh credential headers; None if it cannot be."""
+            replay = body.replay()
+            if replay is None:
+                return None
+            again = upstream_headers(request.headers, await proxy.credential.headers())
+            return await proxy.client.send(
+                httpx2.Request(method, url, headers=again, content=replay), stream=True
             )
-            if response.status_code == 401 and await proxy.credential.refreshed(sent):
-                replay = body.replay()
-                if replay is not None:
-                    await response.aclose()
-                    sent = await proxy.credential.headers()
-                    headers = upstream_headers(request.headers, sent)
-                    response = await proxy.client.send(
-                        httpx2.Request(method, url, headers=headers, content=replay), stream=True
-                    )
-            prefetched = None
-            while response.status_code == 429 and proxy.on_usage_limit is not None:
-                prefetched = await _small_body(response)
-                if prefetched is None:
-                    break
-                now = datetime.now(UTC)
-                reset = usage_limit_reset(429, response.headers, prefetched, now)
-                replay = body.replay()
-                if reset is None or replay is None:
-                    break
-                log.info("%s %s -> 429: usage limit until %s", method, url.path, reset)
-                if not await proxy.on_usage_limit(reset):
-                    break
-                sent = await proxy.credential.headers()
-                headers = upstream_headers(request.headers, sent)
-                prefetched = None
+
+        try:
+            try:
                 response = await proxy.client.send(
-                    httpx2.Request(method, url, headers=headers, content=replay), stream=True
+                    httpx2.Request(method, url, headers=headers, content=content), stream=True
                 )
+            except httpx2.TransportError as error:
+                retried = await self._unreachable(backoff, error, body, send_again)
+                if retried is None:
+                    raise
+                response = retried
+            refresh = response.status_code == 401 and await proxy.credential.refreshed(sent)
+            if refresh and (replayed := await _replacing(response, send_again)) is not None:
+                response = replayed
+            prefetched = None
+            while response.status_code in RETRIED_STATUSES and body.replay() is not None:
+                prefetched = await _small_body(response)
+                reset = None
+                if response.status_code == 429 and proxy.on_usage_limit is not None:
+                    now = datetime.now(UTC)
+                    reset = usage_limit_reset(429, response.headers, prefetched or b"", now)
+                if reset is not None:
+                    log.info("%s %s -> 429: usage limit until %s", method, url.path, reset)
+                    assert proxy.on_usage_limit is not None
+                    if not await proxy.on_usage_limit(reset):
+                        break
+                else:
+                    wait = backoff.next(retry_after(response.headers))
+                    if wait is None:
+                        break
+                    log.info(
+                        "%s %s -> %d: overloaded; sending again in %.1f s",
+                        method,
+                        url.path,
+                        response.status_code,
+                        wait,
+                    )
+                    if proxy.on_overload is not None:
+                        proxy.on_overload(response.status_code)
+                    await asyncio.sleep(wait)
+                await response.aclose()
+                prefetched = None
+                try:
+                    retried = await send_again()
+                except httpx2.TransportError as error:
+                    retried = await self._unreachable(backoff, error, body, send_again)
+                if retried is None:
+                    raise _BadGateway("the provider could not be reached again")
+                response = retried
         except httpx2.HTTPError as error:
             if body.hung_up:
                 raise _EngineGone from None
@@ -373,6 +425,16 @@ class _Connection:
         finally:
             await response.aclose()
         return response.status_code
+
+
+async def _replacing(
+    response: httpx2.Response, send_again: Callable[[], Awaitable[httpx2.Response | None]]
+) -> httpx2.Response | None:
+    """A new answer in place of `response` (closed), or None and `response` kept."""
+    replayed = await send_again()
+    if replayed is not None:
+        await response.aclose()
+    return replayed
 
 
 async def _small_body(response: httpx2.Response) -> bytes | None:
@@ -473,6 +535,11 @@ class ModelProxy:
         self.prefix = upstream.raw_path.decode("ascii").rstrip("/")
         """The upstream base path without a trailing slash ("" for the whole host)."""
         self.credential = credential
+        self.backoff: Callable[[], Backoff] = Backoff
+        """The waits between the sends of one request to an overloaded provider."""
+        self.on_overload: Callable[[int], None] | None = None
+        """Told of each answer of an overloaded provider (its status; 0: unreachable) before
+        the request is sent again."""
         self.on_usage_limit: Callable[[datetime], Awaitable[bool]] | None = None
         """Called when the provider says the login's usage limit is reached, with when it
         resets; it waits (the engine's request held) and says whether to send it again."""

@@ -172,14 +172,14 @@ class Redactor:
                 forms.setdefault(form.source, form)
         self._forms = tuple(forms.values())
         self._values = tuple(values)
-        # Only a secret with a bracket can match across a marker this pass inserts; then redact
-        # again until nothing changes (see `_replace` for why that ends).
-        self._again = any("[" in value or "]" in value for value in values)
 
     def __call__(self, text: str) -> str:
+        # A marker a pass inserts can make a new match: a secret with a bracket across it, or
+        # a token shape whose word boundary the marker supplies (`[redacted]Bearer ...`). So
+        # redact again until nothing changes (see `_replace` for why that ends).
         while True:
             redacted = self._once(text)
-            if redacted == text or not self._again:
+            if redacted == text:
                 return redacted
             text = redacted
 

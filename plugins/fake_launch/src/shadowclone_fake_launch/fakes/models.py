@@ -768,7 +768,7 @@ class FakeModelServer:
         if isinstance(reply, ApiError):
             kind = "invalid_request_error" if reply.status == 400 else "api_error"
             error = {"type": kind, "message": reply.message}
-            handler.send_json(HTTPStatus(reply.status), {"type": "error", "error": error})
+            handler.send_json(reply.status, {"type": "error", "error": error})
             return
         final = reply.then if isinstance(reply, Hang) else reply
         try:
@@ -799,7 +799,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("fake model server: " + format, *args)
 
     def send_json(
-        self, status: HTTPStatus, data: object, headers: Mapping[str, str] | None = None
+        self, status: int, data: object, headers: Mapping[str, str] | None = None
     ) -> None:
         payload = json.dumps(data).encode()
         self.send_response(status)
