@@ -32,6 +32,7 @@ from shadowclone.plugin.types import Outcome
 from shadowclone.run.program import run_clone
 from shadowclone_fake_launch.fakes.github import FakeGitHub
 from shadowclone_fake_launch.fakes.models import (
+    ApiError,
     FakeModelServer,
     Hang,
     Reply,
@@ -340,6 +341,28 @@ class TestPauses:
         assert not [line for line in lines if line.kind is ProgressKind.ERROR]
         scheduled = [line for line in lines if line.kind is ProgressKind.SCHEDULED]
         assert [line.until is not None for line in scheduled] == [True, False]
+
+    def test_an_overloaded_provider_is_ridden_out(self, world: World, engine: str) -> None:
+        """529 twice: the proxy sends the request again (the engine sees neither), says so
+        once for serve, and the clone finishes; each request reached the model once a try."""
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Busy work")
+        overloaded = ApiError("overloaded", status=529)
+        with models(overloaded, overloaded, Text("Done despite the load.")) as server:
+            folder = world.folder(
+                number,
+                server,
+                engine=engine,
+                login=LOGINS[engine],
+                base_url=server.openai_url if engine == "codex" else server.url,
+                model="shadowclone-fake-model" if engine == "codex" else None,
+            )
+            code, lines = world.run(folder)
+            first, second, third = server.model_requests()[:3]
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+        assert first.body == second.body == third.body
+        assert [line.kind for line in lines].count(ProgressKind.OVERLOADED) == 1
+        assert "Done despite the load." in [line.text for line in lines]
 
     def test_the_owner_resumes_a_scheduled_clone_before_the_reset(
         self, world: World, engine: str

@@ -505,3 +505,34 @@ def test_a_scheduled_clone_holds_its_logins_queue_until_the_reset(
             node.stop(clone_id)
         for clone_id in (limited, same, other):
             wait_state(home, clone_id, State.STOPPED)
+
+
+def test_an_overloaded_login_runs_fewer_clones_then_as_many_again(
+    node: LocalNode, home: Paths, ready: Scripts
+) -> None:
+    """A clone says its provider is overloaded: serve halves how many clones of that login
+    may run (other logins go on), and grows it back by one per quiet spell."""
+    ready.default = HANG
+    ready.save()
+    node = with_parallel(node, 5)
+    first, second = queue(home, 1), queue(home, 2)
+    settings = attrs.evolve(FAST, overload_restore_s=1.5)
+    with serving(node, settings):
+        wait_state(home, first, State.RUNNING)
+        wait_state(home, second, State.RUNNING)
+        said = "the model provider answered 529: the request is sent again soon"
+        RunFolder(home.clones_dir / first).append_progress(
+            ProgressLine(Step.ENGINE, ProgressKind.OVERLOADED, said)
+        )
+        time.sleep(0.5)  # serve reads the line
+        third, fourth = queue(home, 3), queue(home, 4)
+        other = queue(home, 5, login="another-login")
+        wait_state(home, other, State.RUNNING)
+        assert state_of(home, third) is State.QUEUED  # two run; one may, for now
+        assert state_of(home, fourth) is State.QUEUED
+        wait_state(home, third, State.RUNNING)  # grown back to three of the login's
+        wait_state(home, fourth, State.RUNNING)  # and four
+        for clone_id in (first, second, third, fourth, other):
+            node.stop(clone_id)
+        for clone_id in (first, second, third, fourth, other):
+            wait_state(home, clone_id, State.STOPPED)

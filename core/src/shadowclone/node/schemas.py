@@ -92,6 +92,9 @@ class ProgressKind(enum.StrEnum):
     SCHEDULED = "scheduled"
     """The login's usage limit is reached: the engine waits until `until`; a line of this kind
     with no `until` says the wait is over."""
+    OVERLOADED = "overloaded"
+    """The provider answered "overloaded" (or could not be reached): the request is sent again
+    after a wait, and serve starts fewer clones on the login for a while."""
 
 
 class ChosenBy(enum.StrEnum):

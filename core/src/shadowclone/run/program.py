@@ -17,6 +17,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import MutableMapping
@@ -133,6 +134,7 @@ class CloneRun:
         self.caps = CapWatch(request.caps)
         """What the engine has used of the clone's caps (counted from the engine's start)."""
         self._held = 0
+        self._overload_said = -float("inf")
         """Model requests waiting at the proxy for the login's usage limit to reset."""
         self._proxy_ready: asyncio.Task[ModelProxy] | None = None
         self.engine_area = folder.path / ENGINE_AREA
@@ -436,8 +438,19 @@ class CloneRun:
         )
         proxy = ModelProxy(upstream, credential, outbound_proxy=outbound)
         proxy.on_usage_limit = self._on_usage_limit
+        proxy.on_overload = self._on_overload
         await proxy.start_tcp()
         return proxy
+
+    def _on_overload(self, status: int) -> None:
+        """Say so, at most once every `OVERLOAD_NOTE_S`: serve starts fewer clones on the login
+        while it hears of overloads."""
+        moment = time.monotonic()
+        if moment - self._overload_said < OVERLOAD_NOTE_S:
+            return
+        self._overload_said = moment
+        said = f"answered {status}" if status else "could not be reached"
+        self.progress.overloaded(f"the model provider {said}: the request is sent again soon")
 
     async def _resume_or_stop(self, since: datetime) -> None:
         """Return once the clone is stopped or the owner says resume (`shadowclone resume`)
@@ -736,6 +749,9 @@ class CloneRun:
         work = f"; {turns}, {self.caps.minutes():.1f} minutes of work"
         return f"usage: {tokens_in} tokens in, {tokens_out} out{cost}{work}"
 
+
+OVERLOAD_NOTE_S = 10.0
+"""The least time between two progress lines about an overloaded provider."""
 
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
 

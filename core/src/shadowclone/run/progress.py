@@ -62,6 +62,9 @@ class ProgressWriter:
     def note(self, step: Step, text: str) -> ProgressLine:
         return self.write(ProgressLine(step=step, kind=ProgressKind.NOTE, text=text))
 
+    def overloaded(self, text: str) -> ProgressLine:
+        return self.write(ProgressLine(step=Step.ENGINE, kind=ProgressKind.OVERLOADED, text=text))
+
     def scheduled(self, text: str, until: datetime | None) -> ProgressLine:
         """The engine waits until `until` for its login's usage limit (None: no more)."""
         line = ProgressLine(step=Step.ENGINE, kind=ProgressKind.SCHEDULED, text=text, until=until)

@@ -35,7 +35,7 @@ from shadowclone.config import Config, Paths
 from shadowclone.errors import MalformedFile
 from shadowclone.node import files, schemas
 from shadowclone.node.runfolder import RunFolder, is_clone_id, run_folders
-from shadowclone.node.schemas import Question, Record, Request, State, now
+from shadowclone.node.schemas import ProgressKind, Question, Record, Request, State, now
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import CloneState, CloneStatus, Launcher, LaunchSpec, NetworkMode
 from shadowclone.serve import records
@@ -69,8 +69,18 @@ class ServeSettings:
     """The longest serve sleeps between looking at its timers."""
     exit_poll_s: float = 0.01
     """How often a clone about to exit is asked after, until it has."""
+    overload_restore_s: float = 30.0
+    """After a login's last overload, how often the number of its clones that may run grows
+    back by one, up to `parallel_clones`."""
     retention_s: float = 3600.0
     """How often serve removes the clones `[retention] older_than` says are old enough."""
+
+
+@attrs.define
+class Throttle:
+    limit: int
+    since: float
+    """When the login was last heard overloaded, or its limit last grew (monotonic)."""
 
 
 @attrs.define
@@ -118,6 +128,8 @@ class Server:
         self.clock = clock
         self.clones: dict[str, Clone] = {}
         self._last_poll = 0.0
+        self._throttles: dict[str, Throttle] = {}
+        """Logins whose provider said "overloaded": how many of their clones may run now."""
         self._spent: tuple[float, float] | None = None
         """(when, how much): the last reckoning of the daily cost, kept a moment."""
         self._last_rescan = 0.0
@@ -433,6 +445,8 @@ class Server:
         lines, _, clone.progress_offset = clone.folder.progress(clone.progress_offset)
         if not lines:
             return
+        if clone.launched and any(line.kind is ProgressKind.OVERLOADED for line in lines):
+            self._overloaded(clone.request.login)
         final = next((line for line in reversed(lines) if line.final), None)
         if final is not None and clone.final_at is None:
             clone.final_at = final.at
@@ -512,12 +526,19 @@ class Server:
         }
         if queued and self._over_daily_cost():
             return
+        throttled = self._throttle_limits() if queued else {}
+        per_login: dict[str, int] = {}
+        for c in running:
+            per_login[c.request.login] = per_login.get(c.request.login, 0) + 1
         for clone in queued:
             if len(running) >= self.config.parallel_clones:
                 return
             if clone.request.one_at_a_time and clone.request.login in busy:
                 continue
             if clone.request.login in limited:
+                continue
+            login = clone.request.login
+            if login in throttled and per_login.get(login, 0) >= throttled[login]:
                 continue
             with self.guard(clone.id):
                 if clone.folder.stop_marker() is not None:
@@ -527,6 +548,34 @@ class Server:
             if clone.launched:
                 running.append(clone)
                 busy.add(clone.request.login)
+                per_login[login] = per_login.get(login, 0) + 1
+
+    def _overloaded(self, login: str) -> None:
+        """Halve how many clones of `login` may run (at least one), once per quiet spell."""
+        running = sum(1 for c in self.clones.values() if c.launched and c.request.login == login)
+        moment = time.monotonic()
+        throttle = self._throttles.get(login)
+        if throttle is not None and moment - throttle.since < self.settings.overload_restore_s:
+            throttle.since = moment  # the same storm: it lasts longer
+            return
+        limit = max(1, min(throttle.limit if throttle else running, running) // 2)
+        self._throttles[login] = Throttle(limit, moment)
+        log.info(
+            "the provider of login %s is overloaded: at most %d of its clones run", login, limit
+        )
+
+    def _throttle_limits(self) -> dict[str, int]:
+        """The logins held back for an overload, each limit grown back by one per quiet
+        `overload_restore_s` and dropped once it reaches `parallel_clones`."""
+        moment = time.monotonic()
+        for login, throttle in list(self._throttles.items()):
+            if moment - throttle.since >= self.settings.overload_restore_s:
+                throttle.limit += 1
+                throttle.since = moment
+                if throttle.limit >= self.config.parallel_clones:
+                    del self._throttles[login]
+                    log.info("the provider of login %s is no longer held back", login)
+        return {login: throttle.limit for login, throttle in self._throttles.items()}
 
     def _over_daily_cost(self) -> bool:
         """`daily_cost_usd` is spent: queued clones wait (reckoned at most every poll)."""
