@@ -82,6 +82,20 @@ class World:
         folder.write_request(attrs.evolve(request, **changes))
         return folder
 
+    def on(self, engine: str, number: int, models: FakeModelServer, **changes: Any) -> RunFolder:
+        """A run folder for `engine` (either real one) through its API key's login."""
+        codex = engine == "codex"
+        return self.folder(
+            number,
+            models,
+            engine=engine,
+            login=LOGINS[engine],
+            base_url=models.openai_url if codex else models.url,
+            # Codex's default model turns on tools the fake model server does not speak.
+            model="shadowclone-fake-model" if codex else None,
+            **changes,
+        )
+
     def run(self, folder: RunFolder) -> tuple[int, list[ProgressLine]]:
         code = asyncio.run(run_clone(folder, self.secrets()))
         for _ in range(3):  # launch the next phase, as serve does when a clone hands on
@@ -321,13 +335,10 @@ class TestPauses:
         gh = world.github
         number = gh.create_issue("owner/app", author="owner", title="Limited work")
         with models(UsageLimit(reset_in_s=2), Text("Done after the reset.")) as server:
-            folder = world.folder(
+            folder = world.on(
+                engine,
                 number,
                 server,
-                engine=engine,
-                login=LOGINS[engine],
-                base_url=server.openai_url if engine == "codex" else server.url,
-                model="shadowclone-fake-model" if engine == "codex" else None,
                 stall_timeout_s=1,
             )
             code, lines = world.run(folder)
@@ -349,13 +360,10 @@ class TestPauses:
         number = gh.create_issue("owner/app", author="owner", title="Busy work")
         overloaded = ApiError("overloaded", status=529)
         with models(overloaded, overloaded, Text("Done despite the load.")) as server:
-            folder = world.folder(
+            folder = world.on(
+                engine,
                 number,
                 server,
-                engine=engine,
-                login=LOGINS[engine],
-                base_url=server.openai_url if engine == "codex" else server.url,
-                model="shadowclone-fake-model" if engine == "codex" else None,
             )
             code, lines = world.run(folder)
             first, second, third = server.model_requests()[:3]
@@ -370,13 +378,10 @@ class TestPauses:
         gh = world.github
         number = gh.create_issue("owner/app", author="owner", title="Limited work")
         with models(UsageLimit(reset_in_s=3600), Text("Done, resumed.")) as server:
-            folder = world.folder(
+            folder = world.on(
+                engine,
                 number,
                 server,
-                engine=engine,
-                login=LOGINS[engine],
-                base_url=server.openai_url if engine == "codex" else server.url,
-                model="shadowclone-fake-model" if engine == "codex" else None,
             )
 
             def resume_once_scheduled() -> None:
@@ -405,13 +410,10 @@ class TestPauses:
         number = gh.create_issue("owner/app", author="owner", title="Capped work")
         shell = Shell("echo capped-work-ran > CAPPED.md && sleep 4")
         with models(shell, Text("All done.")) as server:
-            folder = world.folder(
+            folder = world.on(
+                engine,
                 number,
                 server,
-                engine=engine,
-                login=LOGINS[engine],
-                base_url=server.openai_url if engine == "codex" else server.url,
-                model="shadowclone-fake-model" if engine == "codex" else None,
                 caps=Caps(minutes=0.03),
                 stall_timeout_s=4,
                 ask_timeout_s=60,
@@ -460,13 +462,10 @@ class TestPauses:
         number = gh.create_issue("owner/app", author="owner", title="Capped work")
         hang = Hang()
         with models(Shell("echo wip > WIP.md && sleep 3"), hang) as server:
-            folder = world.folder(
+            folder = world.on(
+                engine,
                 number,
                 server,
-                engine=engine,
-                login=LOGINS[engine],
-                base_url=server.openai_url if engine == "codex" else server.url,
-                model="shadowclone-fake-model" if engine == "codex" else None,
                 caps=Caps(minutes=0.02),
                 stall_timeout_s=4,
                 ask_timeout_s=2,
@@ -493,13 +492,10 @@ class TestPrices:
         gh = world.github
         number = gh.create_issue("owner/app", author="owner", title="Priced work")
         with models(Shell("echo one > ONE.md"), Text("Done.")) as server:
-            folder = world.folder(
+            folder = world.on(
+                "codex",
                 number,
                 server,
-                engine="codex",
-                login=LOGINS["codex"],
-                base_url=server.openai_url,
-                model="shadowclone-fake-model",
                 price=Price(1e6, 1e6),
             )
             code, lines = world.run(folder)

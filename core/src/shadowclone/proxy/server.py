@@ -29,6 +29,7 @@ from urllib.parse import unquote
 import h11
 import httpx2
 
+from shadowclone import httpio
 from shadowclone.errors import BadInput
 from shadowclone.proxy.backoff import RETRIED_STATUSES, Backoff, retry_after
 from shadowclone.proxy.credentials import ENGINE_AUTH_HEADERS, LIST_HEADERS, Credential
@@ -67,13 +68,10 @@ MAX_HEAD_BYTES = 64 * 1024
 MAX_REPLAY_BYTES = 32 * 1024 * 1024
 """A request body up to this size is kept until the response starts, so a request the provider
 answered 401 can be sent again after the credential renewed itself."""
-READ_SIZE = 64 * 1024
 IDLE_TIMEOUT_S = 300.0
 """How long a connection may wait for its next request before the proxy closes it."""
 UPSTREAM_TIMEOUT = httpx2.Timeout(connect=30.0, read=600.0, write=60.0, pool=30.0)
 """Reads wait long: a model may think for minutes before its first token."""
-LINGER_S = 2.0
-"""How long a connection the proxy refused keeps reading before it closes (`linger`)."""
 LOGGED_PATH_CHARS = 200
 
 
@@ -201,11 +199,7 @@ class _Connection:
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
 
     async def next_event(self) -> h11.Event | type[h11.PAUSED]:
-        while True:
-            event = self.h11.next_event()
-            if event is not h11.NEED_DATA:
-                return event  # type: ignore[return-value]  # h11's types miss the narrowing
-            self.h11.receive_data(await self.reader.read(READ_SIZE))
+        return await httpio.next_event(self.h11, self.reader)
 
     def send(self, event: h11.Event) -> None:
         data = self.h11.send(event)
@@ -250,14 +244,7 @@ class _Connection:
         await self.linger()
 
     async def linger(self) -> None:
-        """Half-close, then read and drop what the engine still sends for a moment: closing
-        with unread input would reset the connection, and the engine might lose our answer."""
-        with contextlib.suppress(OSError, TimeoutError):
-            if self.writer.can_write_eof():
-                self.writer.write_eof()
-            async with asyncio.timeout(LINGER_S):
-                while await self.reader.read(READ_SIZE):
-                    pass
+        await httpio.linger(self.reader, self.writer)
 
     async def exchange(self, request: h11.Request) -> bool:
         """Answer one request; False when the connection must close after it."""
@@ -325,7 +312,7 @@ class _Connection:
         """Return when the engine closes the connection while its response is pending, so the
         upstream request is abandoned at once (a stopped turn must stop the model call)."""
         await body.finished.wait()
-        data = await self.reader.read(READ_SIZE)
+        data = await self.reader.read(httpio.READ_SIZE)
         if data:  # a pipelined next request: keep it for later, stop watching
             self.h11.receive_data(data)
             await asyncio.Event().wait()

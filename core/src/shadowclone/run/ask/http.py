@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import h11
 
-from shadowclone import __version__
+from shadowclone import __version__, httpio
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.run.ask import SERVER_NAME, TOOL_NAME
 from shadowclone.run.ask.tool import (
@@ -52,8 +52,6 @@ BACKLOG = 64
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 1024 * 1024
 """A question is a few hundred bytes: a larger request is refused (413)."""
-READ_SIZE = 64 * 1024
-LINGER_S = 2.0
 IDLE_TIMEOUT_S = 600.0
 """A connection with no request for this long is closed (an engine reconnects at will)."""
 
@@ -212,11 +210,7 @@ class _Connection:
                 return  # answered before the request was read whole: the connection closes
 
     async def _next(self) -> h11.Event | type[h11.PAUSED]:
-        while True:
-            event = self.http.next_event()
-            if event is not h11.NEED_DATA:
-                return event  # type: ignore[return-value]  # h11's types miss the narrowing
-            self.http.receive_data(await self.reader.read(READ_SIZE))
+        return await httpio.next_event(self.http, self.reader)
 
     async def _exchange(self, request: h11.Request) -> bool:
         """Answer one request; False when the connection must close after it."""
@@ -277,7 +271,7 @@ class _Connection:
         closes."""
         try:
             while True:
-                hangup = asyncio.ensure_future(self.reader.read(READ_SIZE))
+                hangup = asyncio.ensure_future(self.reader.read(httpio.READ_SIZE))
                 try:
                     await asyncio.wait((answer, hangup), return_when=asyncio.FIRST_COMPLETED)
                 finally:
@@ -335,14 +329,7 @@ class _Connection:
         return not close
 
     async def _linger(self) -> None:
-        """Half-close, then drop what the client still sends for a moment: closing with unread
-        input would reset the connection, and the client might lose the answer."""
-        with contextlib.suppress(OSError, TimeoutError):
-            if self.writer.can_write_eof():
-                self.writer.write_eof()
-            async with asyncio.timeout(LINGER_S):
-                while await self.reader.read(READ_SIZE):
-                    pass
+        await httpio.linger(self.reader, self.writer)
 
 
 def _error(ident: Any, code: int, message: str) -> dict[str, Any]:

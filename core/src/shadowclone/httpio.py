@@ -1,0 +1,34 @@
+"""HTTP/1.1 over asyncio streams with h11, as the model proxy and the ask server both serve it:
+the next event of a connection, and a polite close."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import h11
+
+READ_SIZE = 64 * 1024
+LINGER_S = 2.0
+
+
+async def next_event(
+    http: h11.Connection, reader: asyncio.StreamReader
+) -> h11.Event | type[h11.PAUSED]:
+    """The connection's next event, reading from `reader` as h11 needs more."""
+    while True:
+        event = http.next_event()
+        if event is not h11.NEED_DATA:
+            return event  # type: ignore[return-value]  # h11's types miss the narrowing
+        http.receive_data(await reader.read(READ_SIZE))
+
+
+async def linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Half-close, then read and drop what the peer still sends for a moment: closing with
+    unread input would reset the connection, and the peer might lose our answer."""
+    with contextlib.suppress(OSError, TimeoutError):
+        if writer.can_write_eof():
+            writer.write_eof()
+        async with asyncio.timeout(LINGER_S):
+            while await reader.read(READ_SIZE):
+                pass
