@@ -496,6 +496,14 @@ def test_a_scheduled_clone_holds_its_logins_queue_until_the_reset(
         assert "scheduled until" in describe(node.get(limited))
         with pytest.raises(Refused, match="not scheduled"):
             node.resume(other)
+    # A serve started again reads the clone's lines afresh: still scheduled, same time, and
+    # the login's queued clone still waits.
+    with serving(node):
+        time.sleep(1.0)
+        again = record_of(home, limited)
+        assert again is not None
+        assert (again.state, again.scheduled_until) == (State.SCHEDULED, until)
+        assert state_of(home, same) is State.QUEUED
         assert node.resume(limited).id == limited
         over = ProgressLine(Step.ENGINE, ProgressKind.SCHEDULED, "the limit has reset")
         folder.append_progress(over)
