@@ -599,6 +599,7 @@ class ModelProxy:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
+        httpio.send_at_once(writer)
         try:
             await _Connection(self, reader, writer).serve()
         except (ConnectionError, _EngineGone, asyncio.IncompleteReadError):

@@ -119,6 +119,7 @@ class AskService:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        httpio.send_at_once(writer)
         try:
             await _Connection(self, reader, writer).serve()
         except (ConnectionError, h11.ProtocolError, TimeoutError) as error:
@@ -320,9 +321,11 @@ class _Connection:
         ]
         if close:
             fields.append((b"connection", b"close"))
-        for event in (h11.Response(status_code=status, headers=fields), h11.Data(data=body)):
-            self.writer.write(self.http.send(event) or b"")
-        self.writer.write(self.http.send(h11.EndOfMessage()) or b"")
+        # One write: a response split over packets can wait out the client's delayed ACK.
+        events = (h11.Response(status_code=status, headers=fields), h11.Data(data=body))
+        self.writer.write(
+            b"".join(self.http.send(event) or b"" for event in (*events, h11.EndOfMessage()))
+        )
         await self.writer.drain()
         if close:
             await self._linger()
