@@ -3,9 +3,12 @@
 Run: `python bench/demo.py [--runs 3] [--quick]`
 
 The demo runs a whole clone: a fake GitHub on loopback, serve with the fake launcher, the
-scripted engine, a question answered, a branch pushed and a pull request opened. The floor does
-that GitHub work directly, in this process, against a fake GitHub of its own: read the issue,
-clone, write the file, commit, push the branch, open the pull request. Goal: at most 4x.
+scripted engine, a question answered, a branch pushed and a pull request opened. The floor
+(`by hand`) is a fresh Python process that does that GitHub work directly: it starts the same
+fake GitHub with the same repository and issue, reads the issue, clones, writes the file,
+commits, pushes the branch and opens the pull request. Both are timed from outside their
+process, so both pay an interpreter's start and a fake GitHub's; the GitHub work alone, timed
+inside that process, is printed beside them. Goal: the demo at most 4x the floor.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ GIT = ["git", "-c", "user.name=You", "-c", "user.email=you@example.com"]
 
 
 def by_hand(root: Path) -> float:
+    """The GitHub work alone, in this process; returns how long it took."""
     with FakeGitHub(root / "github") as github:
         token = github.add_user("you", name="You", email="you@example.com")
         github.create_repo("you/hello", files={"README.md": "# hello\n"})
@@ -56,6 +60,18 @@ def by_hand(root: Path) -> float:
         return took
 
 
+def by_hand_process(root: Path) -> tuple[float, float]:
+    """`by_hand` in a fresh interpreter, as the demo runs: (the whole process, the work)."""
+    began = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, __file__, "--by-hand", str(root)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return time.perf_counter() - began, float(done.stdout)
+
+
 def demo(root: Path) -> float:
     env = {**os.environ, "SHADOWCLONE_HOME": str(root / "home")}
     began = time.perf_counter()
@@ -72,12 +88,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one run: it works, roughly")
+    parser.add_argument("--by-hand", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.by_hand is not None:  # the floor's own process
+        print(by_hand(args.by_hand))
+        return 0
     runs = 1 if args.quick else args.runs
-    demos, floors = [], []
+    demos, floors, works = [], [], []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
-            floors.append(by_hand(Path(tmp)))
+            whole, work = by_hand_process(Path(tmp))
+            floors.append(whole)
+            works.append(work)
         with tempfile.TemporaryDirectory() as tmp:
             Path(tmp).chmod(0o711)  # the fake launcher run as root gives the engine a user
             demos.append(demo(Path(tmp)))
@@ -86,7 +108,11 @@ def main() -> int:
         f"shadowclone demo          median {took:.2f} s  ({', '.join(f'{t:.2f}' for t in demos)})"
     )
     print(
-        f"the same GitHub work      median {floor:.2f} s  ({', '.join(f'{t:.2f}' for t in floors)})"
+        f"the same work by hand     median {floor:.2f} s  ({', '.join(f'{t:.2f}' for t in floors)})"
+    )
+    print(
+        f"  of which the GitHub work median {statistics.median(works):.2f} s  "
+        f"({', '.join(f'{t:.2f}' for t in works)})"
     )
     print(f"ratio: {took / floor:.1f}x (goal: at most {GOAL:.0f}x)")
     return 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from shadowclone.run.program import main_exit
 
-from shadowclone.run.program import main
-
-sys.exit(main())
+main_exit()

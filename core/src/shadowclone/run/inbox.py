@@ -76,8 +76,10 @@ class FileWatch:
             async for _changes in awatch(
                 self.folder,
                 watch_filter=self._wanted,
-                debounce=100,
-                step=20,
+                # Quiet for one step, or the debounce at most while the folder stays busy
+                # (the clone's own progress lines change it too): an answer waits no longer.
+                debounce=40,
+                step=10,
                 stop_event=self._stop,
                 recursive=False,
             ):

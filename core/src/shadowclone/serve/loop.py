@@ -235,7 +235,9 @@ class Server:
             for changes in watch(
                 root,
                 watch_filter=wanted,
-                debounce=200,
+                # Quiet for a step, or 50 ms at most while clones keep writing: a new request
+                # or an answer is not held back by busy neighbours.
+                debounce=50,
                 step=10,
                 stop_event=stop_event,
                 raise_interrupt=False,
