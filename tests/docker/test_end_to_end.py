@@ -20,6 +20,7 @@ from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
 from shadowclone.plugin import Outcome
+from shadowclone.run.program import RESUME_PROMPT
 from shadowclone.serve.loop import ServeSettings
 from shadowclone_docker_launch.launcher import DockerLauncher, container_name
 from shadowclone_fake_launch.fakes.chatgpt import TOKEN_PATH, FakeChatgptLogin
@@ -32,6 +33,7 @@ from shadowclone_fake_launch.fakes.models import (
     Reply,
     Shell,
     Text,
+    UsageLimit,
 )
 
 from tests.conftest import set_up
@@ -329,6 +331,66 @@ def test_serve_killed_and_started_again_goes_on_with_the_running_container(
     assert world.model.saw_text(MESSAGE), "the new serve delivered the message"
     started = [text for text in world.steps(clone_id) if text.startswith("starting claude")]
     assert len(started) == 1, "the clone was never launched again"
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_a_usage_limit_schedules_the_clone_across_a_serve_restart_and_its_session_resumes(
+    world: World, engine: str
+) -> None:
+    """The login's limit is reached mid-task: the clone is scheduled (its engine ended, the
+    login's next clone held in the queue), serve is killed and started again meanwhile, and
+    at the reset a new engine process resumes the session: the model sees the earlier
+    conversation and the resume prompt, and the clone finishes with its pull request."""
+    world.use(engine)
+    number, other = world.issue("Limited work"), world.issue("Waits for the limit")
+    script(
+        world.model,
+        Shell("echo before-the-limit > BEFORE.md && echo wrote-before"),
+        UsageLimit(reset_in_s=15),
+    )
+    resumed: list[ModelRequest] = []
+
+    def after_the_reset(request: ModelRequest) -> Reply | None:
+        if request.last_user_text() != RESUME_PROMPT:
+            return None
+        resumed.append(request)
+        return Text("Done after the reset.")
+
+    world.model.rule = after_the_reset
+    serve = ServeProcess.start(world.paths, "--stop-grace", "20")
+    try:
+        serve.wait_serving()
+        clone_id = world.node.start(f"owner/app#{number}").id
+
+        def scheduled() -> Record | None:
+            record = world.record(clone_id)
+            return record if record is not None and record.state is State.SCHEDULED else None
+
+        record = wait_for(scheduled, f"clone {clone_id} to be scheduled")
+        assert record.scheduled_until is not None
+        waiting = world.node.start(f"owner/app#{other}").id
+        assert serve.end(signal.SIGKILL) == -signal.SIGKILL
+        serve = ServeProcess.start(world.paths, "--stop-grace", "20")
+        serve.wait_serving()
+        again = world.record(clone_id)
+        assert again is not None
+        assert (again.state, again.scheduled_until) == (State.SCHEDULED, record.scheduled_until)
+        held = world.node.get(waiting)
+        assert held.state is State.QUEUED, held
+        assert "usage limit" in (held.waiting_for or ""), held.waiting_for
+        ended = world.ended(clone_id)
+        world.ended(waiting)
+    finally:
+        serve.end()
+    steps = world.steps(clone_id)
+    assert (ended.state, ended.outcome) == (State.DONE, Outcome.DONE), steps
+    assert ended.pr_url, steps
+    assert any(step.startswith("the usage limit has reset: the engine resumes") for step in steps)
+    assert resumed and resumed[0].contains("wrote-before"), "not the same conversation"
+    assert resumed[0].contains("Limited work")
+    assert "Done after the reset." in steps
+    branch = "shadowclone/1-limited-work"
+    assert world.github.read_file("owner/app", branch, "BEFORE.md") == "before-the-limit\n"
 
 
 def test_a_review_of_a_strangers_pull_request_runs_the_engine_with_the_network_off(

@@ -43,6 +43,7 @@ class FakeSession:
         self.closed = False
         self.stopped = False
         self.on_send: Callable[[str], None] = lambda _message: None
+        self.session_id: str | None = "scripted-session"
         self.emit(*script)
 
     def emit(self, *events: EngineEvent | Exception) -> None:

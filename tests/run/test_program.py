@@ -29,7 +29,7 @@ from shadowclone.node.schemas import (
 )
 from shadowclone.node.target import Target
 from shadowclone.plugin.types import Outcome
-from shadowclone.run.program import run_clone
+from shadowclone.run.program import RESUME_PROMPT, run_clone
 from shadowclone_fake_launch.fakes.github import FakeGitHub
 from shadowclone_fake_launch.fakes.models import (
     ApiError,
@@ -329,29 +329,37 @@ class TestPauses:
     """A cap reached pauses either real engine at the model proxy and asks the owner; a login's
     usage limit pauses it until the reset the provider names."""
 
-    def test_a_usage_limit_waits_for_its_reset_and_the_session_goes_on(
+    def test_a_usage_limit_ends_the_engine_and_its_session_resumes_at_the_reset(
         self, world: World, engine: str
     ) -> None:
+        """The engine ends at the limit (its refusal never reaches it); at the reset a new
+        engine process resumes the same session: the model sees the earlier conversation,
+        the tool's output included, and then the resume prompt."""
         gh = world.github
         number = gh.create_issue("owner/app", author="owner", title="Limited work")
-        with models(UsageLimit(reset_in_s=2), Text("Done after the reset.")) as server:
-            folder = world.on(
-                engine,
-                number,
-                server,
-                stall_timeout_s=1,
-            )
+        shell = Shell("echo before-the-limit > BEFORE.md && echo wrote-before")
+        with models(shell, UsageLimit(reset_in_s=2), Text("Done after the reset.")) as server:
+            folder = world.on(engine, number, server, stall_timeout_s=1)
             code, lines = world.run(folder)
-            first, again = server.model_requests()[:2]
-        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+            requests = server.model_requests()
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE), [line.text for line in lines]
         texts = [line.text for line in lines]
-        assert any("login's usage limit is reached" in text for text in texts)
-        assert "the usage limit has reset: the engine goes on" in texts
+        assert any("login's usage limit is reached: the engine ends now" in t for t in texts)
+        assert any(t.startswith("the usage limit has reset: the engine resumes") for t in texts)
         assert "Done after the reset." in texts
-        assert again.body == first.body  # the very request, sent again after the reset
-        assert not [line for line in lines if line.kind is ProgressKind.ERROR]
+        limited = requests[1]
+        resumed = [r for r in requests[2:] if r.last_user_text() == RESUME_PROMPT]
+        assert resumed, [r.last_user_text() for r in requests]
+        # The same conversation: the task and the tool's output from before the limit.
+        assert resumed[0].contains("wrote-before")
+        assert resumed[0].contains("Limited work")
+        assert all(r.body != limited.body for r in requests[2:]), "the refused request went again"
+        assert not [line for line in lines if line.kind is ProgressKind.ERROR], "\n".join(texts)
         scheduled = [line for line in lines if line.kind is ProgressKind.SCHEDULED]
         assert [line.until is not None for line in scheduled] == [True, False]
+        assert gh.read_file("owner/app", "shadowclone/1-limited-work", "BEFORE.md") == (
+            "before-the-limit\n"
+        )
 
     def test_an_overloaded_provider_is_ridden_out(self, world: World, engine: str) -> None:
         """529 twice: the proxy sends the request again (the engine sees neither), says so

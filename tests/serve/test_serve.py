@@ -538,8 +538,20 @@ def test_an_overloaded_login_runs_fewer_clones_then_as_many_again(
         wait_state(home, other, State.RUNNING)
         assert state_of(home, third) is State.QUEUED  # two run; one may, for now
         assert state_of(home, fourth) is State.QUEUED
+        login = RunFolder(home.clones_dir / first).request().login
+        assert node.throttles() == {login: 1}
+        reason = node.get(third).waiting_for
+        assert reason == (
+            f"its login {login}, whose provider is overloaded: serve runs at most 1 of its "
+            "clones for now (2 running)"
+        ), reason
+        assert "overloaded" in describe(node.get(third))
         wait_state(home, third, State.RUNNING)  # grown back to three of the login's
         wait_state(home, fourth, State.RUNNING)  # and four
+        deadline = time.monotonic() + 30
+        while node.throttles() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert node.throttles() == {}, "the login is held back no more"
         for clone_id in (first, second, third, fourth, other):
             node.stop(clone_id)
         for clone_id in (first, second, third, fourth, other):

@@ -76,6 +76,15 @@ def _queue(app: App) -> list[Check]:
     }
     detail = ", ".join(f"{n} {state}" for state, n in counts.items())
     checks = [Check("clones", True, f"{detail}; parallel_clones = {node.config.parallel_clones}")]
+    for login, limit in sorted(node.throttles().items()):
+        checks.append(
+            Check(
+                "overload",
+                True,
+                f"the provider of login {login} is overloaded: serve runs at most {limit} of "
+                "its clones for now, one more per quiet spell",
+            )
+        )
     queued = sorted(
         (v for v in active if v.state == "queued"), key=lambda v: (v.requested_at, v.id)
     )

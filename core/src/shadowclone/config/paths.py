@@ -39,6 +39,12 @@ class Paths:
         return self.clones_dir / "serve.log"
 
     @property
+    def throttles_file(self) -> Path:
+        """Which logins serve holds back for an overload (`Throttles`), for `get` and
+        `status` to tell."""
+        return self.clones_dir / "throttles.json"
+
+    @property
     def active_dir(self) -> Path:
         """One small file per active clone: admission reads these, not every run folder."""
         return self.clones_dir / "active"

@@ -42,9 +42,11 @@ from shadowclone.node.schemas import (
     State,
     Step,
     StopMarker,
+    Throttles,
     Usage,
     dumps,
     now,
+    read,
 )
 from shadowclone.node.setups import read_setup
 from shadowclone.node.target import Target, same_repo
@@ -453,6 +455,18 @@ class LocalNode:
         view = self._view(self.resolve(clone_id), lines=max(lines, 1))
         return attrs.evolve(view, waiting_for=self.waiting_for(view))
 
+    def throttles(self) -> dict[str, int]:
+        """The logins serve holds back for an overload: how many of their clones may run."""
+        if serve_lock.running(self.paths) is None:
+            return {}
+        try:
+            return dict(read(self.paths.throttles_file, Throttles).limits)
+        except FileNotFoundError:
+            return {}
+        except (OSError, MalformedFile) as error:
+            log.warning("%s", error)
+            return {}
+
     def waiting_for(self, view: CloneView) -> str:
         """Why a queued clone has not started, as serve's queue would decide; "" for others.
 
@@ -491,6 +505,18 @@ class LocalNode:
                     return (
                         f"its login {request.login}, whose usage limit resets at "
                         f"{until.astimezone():%H:%M:%S} (clone {other.id} waits for it)"
+                    )
+            held = self.throttles().get(request.login)
+            if held is not None:
+                mine = sum(
+                    1
+                    for other in launched
+                    if RunFolder(self.paths.clones_dir / other.id).request().login == request.login
+                )
+                if mine >= held:
+                    return (
+                        f"its login {request.login}, whose provider is overloaded: serve runs "
+                        f"at most {held} of its clones for now ({mine} running)"
                     )
             if request.one_at_a_time:
                 for other in launched:

@@ -320,6 +320,16 @@ class ResumeMarker:
 
 
 @attrs.frozen
+class Throttles:
+    """serve's word on the logins whose provider is overloaded: how many clones of each may
+    run for now. Only serve writes it (`Paths.throttles_file`), when it changes."""
+
+    limits: dict[str, int] = attrs.field(factory=dict)
+    at: datetime = attrs.field(factory=now)
+    v: int = SCHEMA_VERSION
+
+
+@attrs.frozen
 class SetupRecord:
     """A repository prepared on this machine, and the config version it was prepared under."""
 

@@ -60,7 +60,7 @@ class EngineTask:
     workspace: Path
     """The repository checkout the engine works in (its current directory)."""
     prompt: str
-    """The first user turn."""
+    """The first user turn (of the resumed session, with `resume`)."""
     ask_command: tuple[str, ...]
     """argv that starts the `shadowclone_ask` MCP server over stdio (for an engine that cannot
     use `ask_url`)."""
@@ -82,6 +82,10 @@ class EngineTask:
     program that holds the secrets (`setpriv ... --`); empty where the launcher gives the engine
     no user of its own. Put it before the engine's program and every command the driver runs
     itself (`spawn_engine` does)."""
+    resume: str = ""
+    """An earlier session to go on with (its `EngineSession.session_id`, its files in the same
+    `state_dir`): the model sees that conversation, and `prompt` comes next. Empty: a new
+    session."""
 
 
 @attrs.frozen
@@ -138,6 +142,12 @@ EngineEvent = TextEvent | ToolUseEvent | UsageEvent | TurnEndedEvent | FinishedE
 
 class EngineSession(Protocol):
     """One running engine process, driven by `superviseEngine`."""
+
+    @property
+    def session_id(self) -> str | None:
+        """The engine's own name for the conversation (Claude Code's session id, Codex's
+        thread id) once it has one: a later `EngineTask.resume` goes on with it."""
+        ...
 
     def events(self) -> AsyncIterator[EngineEvent]:
         """Normalized events until, and including, one `FinishedEvent`."""

@@ -94,13 +94,16 @@ async def delivered(
     folder: RunFolder,
     kinds: Collection[InboxKind] | None = None,
     poll_s: float = POLL_S,
+    taken: Collection[str] = (),
 ) -> AsyncGenerator[InboxLine, None]:
     """Each inbox line serve has delivered to this clone, once, in order, as it arrives;
-    `kinds` keeps only messages or only answers. Runs until the caller closes it
+    `kinds` keeps only messages or only answers, and the ids in `taken` (what an earlier
+    engine session took) are passed over. Runs until the caller closes it
     (`contextlib.aclosing`), which also stops its watcher."""
     wanted = frozenset(kinds) if kinds is not None else frozenset(InboxKind)
     offset = 0
     seen: set[str] = set()
+    passed_over = frozenset(taken)
     async with FileWatch(folder.path, {folder.deliveries_file.name}, poll_s) as watch:
         while True:
             lines, _, offset = folder.deliveries(offset)
@@ -109,7 +112,7 @@ async def delivered(
                     log.warning("inbox line %s was delivered twice; using it once", line.id)
                     continue
                 seen.add(line.id)
-                if line.kind in wanted:
+                if line.kind in wanted and line.id not in passed_over:
                     yield line
             await watch.wait()
 

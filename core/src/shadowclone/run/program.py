@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -47,6 +48,7 @@ from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
     EngineLimits,
     EngineRegistration,
+    EngineSession,
     EngineTask,
     NetworkMode,
     Outcome,
@@ -135,8 +137,19 @@ class CloneRun:
         self.caps = CapWatch(request.caps)
         """What the engine has used of the clone's caps (counted from the engine's start)."""
         self._held = 0
+        """Model requests waiting at the proxy for the login's usage limit to reset (those of
+        a review's consultation; the working session is ended instead)."""
         self._overload_said = -float("inf")
-        """Model requests waiting at the proxy for the login's usage limit to reset."""
+        self._working: EngineSession | None = None
+        """The engine's working session, while it is supervised."""
+        self._consulting = 0
+        """Review consultations under way: a model request may be theirs."""
+        self._resume_at: datetime | None = None
+        """Set when a usage limit ended the working session: when to resume it."""
+        self._scheduled_at = now()
+        """When the working session was last scheduled: a resume marker counts from then."""
+        self._ending: asyncio.Task[None] | None = None
+        """The working session's stop for the usage limit."""
         self._proxy_ready: asyncio.Task[ModelProxy] | None = None
         self.engine_area = folder.path / ENGINE_AREA
         """The engine's corner of the run folder: its home, state folders and the ask
@@ -288,6 +301,12 @@ class CloneRun:
             result = EngineResult(Outcome.FAILED, str(error))
         self.close_inbox(frozenset(result.taken), force=True)
         return result, self._reviews if result.outcome is Outcome.DONE else []
+
+    def _close_inbox_after(
+        self, before: frozenset[str], taken: frozenset[str], force: bool
+    ) -> bool:
+        """`close_inbox` for a resumed session: what the earlier sessions took counts too."""
+        return self.close_inbox(taken | before, force)
 
     def close_inbox(self, taken: frozenset[str], force: bool) -> bool:
         """Take no more messages, unless one accepted has not reached the engine yet (then
@@ -473,9 +492,40 @@ class CloneRun:
                     await asyncio.gather(stop, change, return_exceptions=True)
 
     async def _on_usage_limit(self, reset: datetime) -> bool:
-        """The login's plan is used up until `reset`: the engine's request waits at the proxy
-        (its session, its work and the stall clock kept) and is sent again then; a stop ends
-        the wait. True: send it again."""
+        """The login's plan is used up until `reset`. The working session is ended before the
+        engine sees the refusal (`_engine` resumes it at the reset; False: the request is not
+        sent again); a review's consultation waits at the proxy instead, and its request is
+        sent again then (True)."""
+        session = self._working
+        if self._resume_at is not None:
+            return False  # another request of the session being ended
+        if session is not None and not self._consulting:
+            self._resume_at, self._scheduled_at = reset, now()
+            local = reset.astimezone()
+            wait = max(0.0, (reset - now()).total_seconds())
+            self.progress.scheduled(
+                f"the {self.request.login} login's usage limit is reached: the engine ends "
+                f"now and resumes its session at {local:%H:%M:%S} (in {wait:.0f} s)",
+                reset,
+            )
+            self.caps.pause()
+            # A task of its own: the engine hanging up cancels this request's handling, and
+            # must not cancel the stop with it.
+            self._ending = asyncio.create_task(session.stop(), name="end for the usage limit")
+            await asyncio.shield(self._ending)
+            return False
+        return await self._hold_request(reset)
+
+    async def _until_reset(self, reset: datetime, since: datetime) -> None:
+        """Return at `reset`, or earlier when the owner stops the clone or resumes it after
+        `since` (when the owner was told it is scheduled)."""
+        left = max(0.0, (reset - now()).total_seconds())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._resume_or_stop(since), left)
+
+    async def _hold_request(self, reset: datetime) -> bool:
+        """Hold a model request at the proxy until `reset` (or the owner's resume); a stop
+        ends the wait. True: send it again."""
         since = now()
         if not self._held:
             local = reset.astimezone()
@@ -488,9 +538,7 @@ class CloneRun:
             self.caps.pause()
         self._held += 1
         try:
-            left = max(0.0, (reset - now()).total_seconds())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._resume_or_stop(since), left)
+            await self._until_reset(reset, since)
         finally:
             self._held -= 1
             if not self._held:
@@ -510,12 +558,17 @@ class CloneRun:
         if login.name in PROXIED_LOGINS and engine.base_url_env and upstream:
             self._proxy_ready = asyncio.create_task(self._start_model_proxy(login, upstream))
 
-    async def _task(self, prompt: str, web_tools: bool) -> EngineTask:
+    async def _task(
+        self, prompt: str, web_tools: bool, resume: str = "", state_dir: Path | None = None
+    ) -> EngineTask:
+        """The task for a new session, or for going on with session `resume`, whose files the
+        engine keeps in `state_dir`."""
         engine = self.registry.engine(self.request.engine)
         login = self.registry.secret_provider(self.request.login)
-        state_dir = Path(tempfile.mkdtemp(prefix="state-", dir=self.engine_area))
-        self.identity.share(state_dir)
-        self.state_dirs.append(state_dir)
+        if state_dir is None:
+            state_dir = Path(tempfile.mkdtemp(prefix="state-", dir=self.engine_area))
+            self.identity.share(state_dir)
+            self.state_dirs.append(state_dir)
         env = await self._login_env(engine, login, state_dir)
         # A home of its own, isolated or not: nothing of the run program's user's shell setup
         # (a login shell's init, its locks and caches) is the engine's to run or to hold.
@@ -536,6 +589,7 @@ class CloneRun:
             web_tools=web_tools,
             limits=EngineLimits(ask_timeout_s=self.request.ask_timeout_s),
             run_as=self.identity.argv_prefix(),
+            resume=resume,
         )
 
     async def _serve_asks(self) -> None:
@@ -549,29 +603,63 @@ class CloneRun:
             self._asks_served = True
 
     async def _engine(self, prompt: str) -> EngineResult:
+        """Run the engine's working session to its end: a session a usage limit ended is
+        resumed at the reset (or the owner's `resume`), as often as that happens."""
         assert self.plan is not None
         self.progress.note(Step.ENGINE, f"starting {self.request.engine}")
         task = await self._task(prompt, web_tools=self.plan.mode is not Mode.REVIEW)
-        session = priced(
-            await self.registry.engine(self.request.engine).factory().launch(task),
-            self.request.price,
-        )
-        messages = delivered(self.folder, kinds={InboxKind.MESSAGE})
         self.caps = CapWatch(self.request.caps)
-        async with contextlib.aclosing(messages):
-            result = await supervise_engine(
-                session,
-                self.progress,
-                messages,
-                self.stop,
-                self.request.stall_timeout_s,
-                on_idle=self._reviews_between_turns,
-                close_inbox=self.close_inbox,
-                caps=self.caps,
-                on_cap=self._on_cap,
-                held=lambda: self._held > 0,
+        taken: list[str] = []
+        while True:
+            session = priced(
+                await self.registry.engine(self.request.engine).factory().launch(task),
+                self.request.price,
             )
-        return result
+            messages = delivered(self.folder, kinds={InboxKind.MESSAGE}, taken=taken)
+            before = frozenset(taken)
+            self._working = session
+            try:
+                async with contextlib.aclosing(messages):
+                    result = await supervise_engine(
+                        session,
+                        self.progress,
+                        messages,
+                        self.stop,
+                        self.request.stall_timeout_s,
+                        on_idle=self._reviews_between_turns,
+                        close_inbox=functools.partial(self._close_inbox_after, before),
+                        caps=self.caps,
+                        on_cap=self._on_cap,
+                        # Held at the proxy, or being ended for the usage limit: no stall.
+                        held=lambda: self._held > 0 or self._resume_at is not None,
+                    )
+            finally:
+                self._working = None
+            taken += result.taken
+            result = attrs.evolve(result, taken=tuple(taken))
+            reset, self._resume_at = self._resume_at, None
+            ending, self._ending = self._ending, None
+            if ending is not None:
+                await asyncio.gather(ending, return_exceptions=True)
+            if reset is None or self.stop.is_set():
+                return result
+            resume = session.session_id
+            if not resume:
+                return attrs.evolve(
+                    result,
+                    outcome=Outcome.FAILED,
+                    detail="the usage limit ended the engine, which named no session to resume",
+                )
+            await self._until_reset(reset, self._scheduled_at)
+            self.caps.resume()
+            if self.stop.is_set():
+                return attrs.evolve(
+                    result, outcome=Outcome.STOPPED, detail="the owner stopped the clone"
+                )
+            self.progress.scheduled(
+                f"the usage limit has reset: the engine resumes its session {resume}", None
+            )
+            task = await self._task(RESUME_PROMPT, task.web_tools, resume, task.state_dir)
 
     async def _on_cap(self, reached: Reached) -> bool:
         """A cap is reached: hold the engine's model requests and ask the owner whether to
@@ -600,9 +688,18 @@ class CloneRun:
             await self.registry.engine(self.request.engine).factory().launch(task),
             self.request.price,
         )
-        result = await supervise_engine(
-            session, self.progress, None, self.stop, self.request.stall_timeout_s
-        )
+        self._consulting += 1
+        try:
+            result = await supervise_engine(
+                session,
+                self.progress,
+                None,
+                self.stop,
+                self.request.stall_timeout_s,
+                held=lambda: self._held > 0,
+            )
+        finally:
+            self._consulting -= 1
         return result.last_text
 
     async def _review(self) -> list[ReviewLine]:
@@ -773,6 +870,13 @@ def scrub_environment(environ: MutableMapping[str, str]) -> None:
     for key in [key for key in environ if key.startswith("SHADOWCLONE_")]:
         if key not in (CLONE_MARKER, "SHADOWCLONE_SCRIPT"):
             del environ[key]
+
+
+RESUME_PROMPT = (
+    "The model provider's usage limit has reset and your session goes on where it stopped: "
+    "carry on with the task."
+)
+"""The user turn that opens a session resumed after a usage limit."""
 
 
 def build_prompt(plan: Plan, instructions: str) -> str:

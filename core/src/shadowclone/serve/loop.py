@@ -35,7 +35,15 @@ from shadowclone.config import Config, Paths
 from shadowclone.errors import MalformedFile
 from shadowclone.node import files, schemas
 from shadowclone.node.runfolder import RunFolder, is_clone_id, run_folders
-from shadowclone.node.schemas import ProgressKind, Question, Record, Request, State, now
+from shadowclone.node.schemas import (
+    ProgressKind,
+    Question,
+    Record,
+    Request,
+    State,
+    Throttles,
+    now,
+)
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import CloneState, CloneStatus, Launcher, LaunchSpec, NetworkMode
 from shadowclone.serve import records
@@ -130,6 +138,8 @@ class Server:
         self._last_poll = 0.0
         self._throttles: dict[str, Throttle] = {}
         """Logins whose provider said "overloaded": how many of their clones may run now."""
+        self._told_throttles: dict[str, int] | None = None
+        """The limits last written to `throttles_file`."""
         self._spent: tuple[float, float] | None = None
         """(when, how much): the last reckoning of the daily cost, kept a moment."""
         self._last_rescan = 0.0
@@ -275,6 +285,7 @@ class Server:
     def recover(self) -> None:
         """At start: take up every active clone, and settle with the launcher what happened
         while no serve ran."""
+        self._tell_throttles()  # none yet: what an earlier serve held back is not held now
         try:
             files.make_folder(self.paths.active_dir)
         except MalformedFile as error:
@@ -528,7 +539,7 @@ class Server:
         }
         if queued and self._over_daily_cost():
             return
-        throttled = self._throttle_limits() if queued else {}
+        throttled = self._throttle_limits()  # grown back on time, also with no queue
         per_login: dict[str, int] = {}
         for c in running:
             per_login[c.request.login] = per_login.get(c.request.login, 0) + 1
@@ -565,6 +576,7 @@ class Server:
         log.info(
             "the provider of login %s is overloaded: at most %d of its clones run", login, limit
         )
+        self._tell_throttles()
 
     def _throttle_limits(self) -> dict[str, int]:
         """The logins held back for an overload, each limit grown back by one per quiet
@@ -577,7 +589,21 @@ class Server:
                 if throttle.limit >= self.config.parallel_clones:
                     del self._throttles[login]
                     log.info("the provider of login %s is no longer held back", login)
+        self._tell_throttles()
         return {login: throttle.limit for login, throttle in self._throttles.items()}
+
+    def _tell_throttles(self) -> None:
+        """Write the logins held back, when that changed, for `get` and `status`; serve's
+        own choices never read the file."""
+        limits = {login: throttle.limit for login, throttle in self._throttles.items()}
+        if limits == self._told_throttles:
+            return
+        try:
+            schemas.write(self.paths.throttles_file, Throttles(limits))
+        except OSError as error:
+            log.warning("cannot write %s: %s", self.paths.throttles_file, error)
+            return
+        self._told_throttles = limits
 
     def _over_daily_cost(self) -> bool:
         """`daily_cost_usd` is spent: queued clones wait (reckoned at most every poll)."""

@@ -84,6 +84,8 @@ def command_line(task: EngineTask, program: str = PROGRAM) -> list[str]:
         argv += ["--model", task.model]
     if task.limits.max_turns is not None:
         argv += ["--max-turns", str(task.limits.max_turns)]
+    if task.resume:
+        argv += ["--resume", task.resume]
     return argv
 
 
@@ -164,6 +166,7 @@ class ClaudeSession:
         self._request_ids = itertools.count(1)
         self._tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_TAIL_LINES)
         self._last_error = ""
+        self._session_id: str | None = None
         self._readers = [
             asyncio.create_task(self._read_stdout(), name="claude-stdout"),
             asyncio.create_task(self._read_stderr(), name="claude-stderr"),
@@ -174,6 +177,10 @@ class ClaudeSession:
     @property
     def pid(self) -> int:
         return self._process.pid
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
 
     # ---- the EngineSession protocol
 
@@ -297,6 +304,8 @@ class ClaudeSession:
                 log.warning("Claude Code refused a control request: %s", response.get("error"))
         elif kind == "system" and line.get("subtype") == "init":
             self._check_init(line)
+        if isinstance(session := line.get("session_id"), str) and session:
+            self._session_id = session
         for event in self._normalizer.events(line):
             self._events.put_nowait(event)
 

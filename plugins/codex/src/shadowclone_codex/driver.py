@@ -185,6 +185,10 @@ class CodexSession:
     def thread_id(self) -> str | None:
         return self._thread_id
 
+    @property
+    def session_id(self) -> str | None:
+        return self._thread_id
+
     # ---- the EngineSession protocol
 
     def events(self) -> AsyncIterator[EngineEvent]:
@@ -259,9 +263,13 @@ class CodexSession:
                 timeout=HANDSHAKE_TIMEOUT_S,
             )
             await self._rpc.notify("initialized")
-            started = await self._rpc.request(
-                "thread/start", {"cwd": str(task.workspace)}, timeout=THREAD_START_TIMEOUT_S
+            # A resumed thread is read back from its rollout under CODEX_HOME (`state_dir`).
+            method, params = (
+                ("thread/resume", {"threadId": task.resume, "cwd": str(task.workspace)})
+                if task.resume
+                else ("thread/start", {"cwd": str(task.workspace)})
             )
+            started = await self._rpc.request(method, params, timeout=THREAD_START_TIMEOUT_S)
             self._thread_id = str(started["thread"]["id"])
             log.info("codex thread %s", self._thread_id)
             if task.ask_url or task.ask_command:

@@ -51,6 +51,7 @@ import os
 import re
 import signal
 import subprocess
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -326,9 +327,14 @@ class ScriptedSession:
         self._stopping = False
         self._finished = False
         self._step = 0
+        self._session_id = task.resume or f"scripted-{uuid.uuid4().hex[:12]}"
         self._runner = asyncio.create_task(self._run(), name="scripted engine")
 
     # ---- the EngineSession protocol
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
 
     async def events(self) -> AsyncIterator[EngineEvent]:
         while True:

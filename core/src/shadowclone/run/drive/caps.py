@@ -123,6 +123,10 @@ class PricedSession:
         self.session = session
         self.price = price
 
+    @property
+    def session_id(self) -> str | None:
+        return self.session.session_id
+
     async def events(self) -> AsyncIterator[EngineEvent]:
         async for event in self.session.events():
             if isinstance(event, UsageEvent) and event.cost_usd is None:
