@@ -4,8 +4,10 @@ model server. The fakes listen on the host's address on Docker's bridge only."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +28,7 @@ from shadowclone_docker_launch.launcher import DockerLauncher, container_name
 from shadowclone_fake_launch.fakes.chatgpt import TOKEN_PATH, FakeChatgptLogin
 from shadowclone_fake_launch.fakes.github import FakeGitHub
 from shadowclone_fake_launch.fakes.models import (
+    ApiError,
     CallTool,
     FakeModelServer,
     Hang,
@@ -391,6 +394,57 @@ def test_a_usage_limit_schedules_the_clone_across_a_serve_restart_and_its_sessio
     assert "Done after the reset." in steps
     branch = "shadowclone/1-limited-work"
     assert world.github.read_file("owner/app", branch, "BEFORE.md") == "before-the-limit\n"
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_an_overload_storm_over_four_parallel_clones_is_ridden_out(
+    world: World, engine: str
+) -> None:
+    """Every conversation's first two model requests are answered 529: no clone fails, no
+    request is answered twice (none billed twice), serve holds the login's queued clones back
+    while the storm lasts and lets them run again after it."""
+    world.use(engine)
+    set_value(world.paths, "parallel_clones", "4")
+    titles = [f"Storm {n}" for n in range(1, 7)]
+    numbers = [world.issue(title) for title in titles]
+    lock = threading.Lock()
+    refused: dict[str, int] = {}
+    answered: dict[str, int] = {}
+
+    def storm(request: ModelRequest) -> Reply | None:
+        title = next((t for t in titles if request.contains(t)), "")
+        body = hashlib.sha256(json.dumps(request.body, sort_keys=True).encode()).hexdigest()
+        with lock:
+            if refused.get(title, 0) < 2:
+                refused[title] = refused.get(title, 0) + 1
+                return ApiError("overloaded", status=529)
+            if title:
+                answered[body] = answered.get(body, 0) + 1
+        return Text(f"Done with {title or 'the review'}.")
+
+    world.model.rule = storm
+    node = world.node
+    settings = attrs.evolve(SETTINGS, overload_restore_s=3.0)
+    held: list[dict[str, int]] = []
+    with serving(node, settings):
+        ids = [node.start(f"owner/app#{number}").id for number in numbers]
+
+        def all_ended() -> bool:
+            if throttles := node.throttles():
+                held.append(throttles)
+            return all(not (world.record(c) or Record(c, State.QUEUED)).state.active for c in ids)
+
+        wait_for(all_ended, "the six clones to end", timeout_s=WAIT_S * 2)
+        wait_for(lambda: node.throttles() == {}, "the login to be held back no more")
+    records = [world.record(clone_id) for clone_id in ids]
+    for clone_id, record in zip(ids, records, strict=True):
+        assert record is not None and (record.state, record.outcome) == (
+            State.DONE,
+            Outcome.DONE,
+        ), (record, world.steps(clone_id))
+    assert all(count == 2 for count in refused.values()), refused
+    assert all(count == 1 for count in answered.values()), "a request was answered twice"
+    assert held and min(min(limits.values()) for limits in held) <= 2, held
 
 
 def test_a_review_of_a_strangers_pull_request_runs_the_engine_with_the_network_off(
