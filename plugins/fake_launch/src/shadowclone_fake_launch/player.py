@@ -29,6 +29,7 @@ from shadowclone.node.schemas import (
     Question,
     Resume,
     Step,
+    Usage,
 )
 from shadowclone.plugin.types import NetworkMode, Outcome
 from watchfiles import Change, watch
@@ -65,6 +66,9 @@ class Player:
 
     def finish(self) -> int:
         self.steps()
+        if self.script.cost_usd is not None:
+            usage = Usage(input_tokens=1000, output_tokens=100, cost_usd=self.script.cost_usd)
+            self.write(ProgressLine(Step.ENGINE, ProgressKind.USAGE, "usage", usage=usage))
         self.final(Outcome.DONE, self.script.report)
         return 0
 

@@ -59,6 +59,8 @@ class Script:
     crash: str = "crash"
     pr_url: str | None = None
     report: str = "all done"
+    cost_usd: float | None = None
+    """With `finish`: a usage line reporting this cost comes before the final line."""
 
 
 @attrs.frozen
