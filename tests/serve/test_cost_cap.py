@@ -86,7 +86,8 @@ def test_concurrent_starts_run_exactly_the_clones_the_daily_cost_cap_allows(
             launched = starts(root / "starts.jsonl")
             assert len(launched) == want, (cost, cap, launched)
             for clone_id in set(ids) - set(launched):
-                assert RunFolder(paths.clones_dir / clone_id).record().state is State.QUEUED
+                record = RunFolder(paths.clones_dir / clone_id).record()
+                assert record is not None and record.state is State.QUEUED
         finally:
             serve.stop()
             for clone_id in ids:
