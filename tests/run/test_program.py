@@ -409,6 +409,36 @@ class TestPauses:
         texts = [line.text for line in lines]
         assert "the owner resumed the clone" in texts and "Done, resumed." in texts
 
+    def test_a_stop_ends_a_scheduled_clone_at_once(self, world: World, engine: str) -> None:
+        """Stopped while it waits for an hour-away reset: the clone ends stopped now, its
+        work before the limit pushed, and no engine is started again."""
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Stopped while limited")
+        shell = Shell("echo before-the-stop > BEFORE.md")
+        with models(shell, UsageLimit(reset_in_s=3600)) as server:
+            folder = world.on(engine, number, server)
+
+            def stop_once_scheduled() -> None:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    lines, _, _ = folder.progress()
+                    if any(line.kind is ProgressKind.SCHEDULED for line in lines):
+                        folder.write_stop(StopMarker())
+                        return
+                    time.sleep(0.05)
+
+            owner = threading.Thread(target=stop_once_scheduled)
+            owner.start()
+            code, lines = world.run(folder)  # not an hour: pytest's timeout would end it
+            owner.join()
+            requests = len(server.model_requests())
+        texts = [line.text for line in lines]
+        assert (code, lines[-1].outcome) == (0, Outcome.STOPPED), texts
+        assert requests == 2, "an engine was started again after the stop"
+        assert not [t for t in texts if t.startswith("the usage limit has reset")], texts
+        branch = "shadowclone/1-stopped-while-limited"
+        assert gh.read_file("owner/app", branch, "BEFORE.md") == "before-the-stop\n"
+
     def test_a_time_cap_pauses_the_engine_and_the_owner_raises_it(
         self, world: World, engine: str
     ) -> None:
