@@ -1,0 +1,245 @@
+"""What a repository declares of the environment its clones need, read from its own files:
+`.shadowclone/environment.toml` (shadowclone's format; it wins when both exist) or
+`.devcontainer/devcontainer.json` (the part of the Dev Container format a clone can use).
+
+Both come to one `Environment`: a base (an image, or a Dockerfile with its context and build
+arguments), setup commands run when the image is built (network on, no secrets), variables,
+the user, the repository's own check commands and the paths whose contents are worth keeping
+between clones. A file that says something wrong is refused in one line naming the file and
+the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+import shlex
+import tomllib
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import json5
+
+from shadowclone.errors import BadInput
+
+TOML_PATH = ".shadowclone/environment.toml"
+DEVCONTAINER_PATH = ".devcontainer/devcontainer.json"
+DECLARATIONS = (TOML_PATH, DEVCONTAINER_PATH)
+"""Where a repository declares its environment, the one that wins first."""
+
+MAX_ITEMS = 64
+"""At most this many commands, variables, arguments or cache paths of one kind."""
+
+DEVCONTAINER_KEYS = frozenset(
+    {"image", "build", "onCreateCommand", "postCreateCommand", "containerEnv", "remoteUser"}
+)
+"""The devcontainer.json keys a clone uses; others (features, customizations...) are named
+as ignored by `shadowclone env show`."""
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TAG_UNSAFE = re.compile(r"[^a-z0-9]+")
+
+
+@attrs.frozen
+class Environment:
+    """A repository's environment, as declared in `source`."""
+
+    source: str
+    """The file it was read from, a path in the repository."""
+    image: str | None = None
+    """The base image, when the declaration names one rather than a Dockerfile."""
+    dockerfile: str | None = None
+    """The Dockerfile that makes the base, a path in the repository."""
+    context: str = "."
+    """The Dockerfile's build context, a folder in the repository."""
+    build_args: Mapping[str, str] = attrs.field(factory=dict)
+    setup: tuple[str, ...] = ()
+    """Shell commands run as the image is built, with the network on and no secrets."""
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    user: str | None = None
+    checks: tuple[str, ...] = ()
+    """The repository's own checks (`make test`): run by the toolchain review stage."""
+    caches: tuple[str, ...] = ()
+    """Absolute paths in the clone kept in a volume per repository (package caches)."""
+    ignored: tuple[str, ...] = ()
+    """Keys of the declaration a clone does not use."""
+
+    def files(self) -> tuple[str, ...]:
+        """The repository files the image is made from: the declaration, and the
+        Dockerfile where there is one (its context's other files are read when building)."""
+        return (self.source,) + ((self.dockerfile,) if self.dockerfile else ())
+
+
+def _fail(path: str, key: str, expected: str) -> BadInput:
+    where = f"{path}: {key}" if key else path
+    return BadInput(f"{where}: expected {expected}")
+
+
+def _string(path: str, key: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise _fail(path, key, "a non-empty string")
+    return value
+
+
+def _strings(path: str, key: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or len(value) > MAX_ITEMS:
+        raise _fail(path, key, f"a list of at most {MAX_ITEMS} strings")
+    return tuple(_string(path, f"{key}[{index}]", item) for index, item in enumerate(value))
+
+
+def _table(path: str, key: str, value: object, names: bool = False) -> dict[str, str]:
+    if not isinstance(value, dict) or len(value) > MAX_ITEMS:
+        raise _fail(path, key, f"a table of at most {MAX_ITEMS} string values")
+    table: dict[str, str] = {}
+    for name, item in value.items():
+        if names and not _NAME.fullmatch(name):
+            raise _fail(path, f"{key}.{name}", "a variable name (letters, digits, _)")
+        if not isinstance(item, str) or "\0" in item:
+            raise _fail(path, f"{key}.{name}", "a string")
+        table[name] = item
+    return table
+
+
+def _inside(path: str, key: str, base: str, relative: str) -> str:
+    """`relative`, a path from the folder `base`, as a path in the repository; refused if it
+    leaves the repository."""
+    if relative.startswith("/"):
+        raise _fail(path, key, "a path relative to its file's folder")
+    joined = posixpath.normpath(posixpath.join(base, relative))
+    if joined == ".." or joined.startswith("../"):
+        raise _fail(path, key, "a path inside the repository")
+    return joined
+
+
+def _absolute_paths(path: str, key: str, value: object) -> tuple[str, ...]:
+    found = _strings(path, key, value)
+    for index, item in enumerate(found):
+        if not item.startswith("/") or ".." in item.split("/") or item.rstrip("/") == "":
+            raise _fail(path, f"{key}[{index}]", "an absolute path in the clone, not /")
+    return found
+
+
+def _commands(path: str, key: str, value: object) -> tuple[str, ...]:
+    """A lifecycle command of devcontainer.json: a shell line, an argv list, or named commands
+    (each either), run one after another here."""
+    if isinstance(value, str):
+        return (_string(path, key, value),)
+    if isinstance(value, list):
+        return (shlex.join(_strings(path, key, value)),)
+    if isinstance(value, dict) and len(value) <= MAX_ITEMS:
+        commands: list[str] = []
+        for name, item in value.items():
+            commands += _commands(path, f"{key}.{name}", item)
+        return tuple(commands)
+    raise _fail(path, key, "a command: a string, a list of strings or a table of commands")
+
+
+def parse_devcontainer(text: str, path: str = DEVCONTAINER_PATH) -> Environment:
+    """devcontainer.json (JSON with comments and trailing commas)."""
+    try:
+        data: Any = json5.loads(text)
+    except (ValueError, RecursionError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise BadInput(f"{path}: not valid JSON with comments ({first})") from None
+    if not isinstance(data, dict):
+        raise _fail(path, "", "a JSON object")
+    folder = posixpath.dirname(path)
+    image = _string(path, "image", data["image"]) if "image" in data else None
+    dockerfile, context, build_args = None, folder or ".", {}
+    if "build" in data:
+        build = data["build"]
+        if not isinstance(build, dict):
+            raise _fail(path, "build", "an object with dockerfile, context and args")
+        if "dockerfile" not in build:
+            raise _fail(path, "build.dockerfile", "the Dockerfile's path")
+        dockerfile = _inside(
+            path, "build.dockerfile", folder, _string(path, "build.dockerfile", build["dockerfile"])
+        )
+        if "context" in build:
+            relative = _string(path, "build.context", build["context"])
+            context = _inside(path, "build.context", folder, relative)
+        build_args = _table(path, "build.args", build.get("args", {}))
+    if (image is None) == (dockerfile is None):
+        raise _fail(path, "image", "either image or build.dockerfile, not both nor neither")
+    setup: tuple[str, ...] = ()
+    for key in ("onCreateCommand", "postCreateCommand"):
+        if key in data:
+            setup += _commands(path, key, data[key])
+    user = _string(path, "remoteUser", data["remoteUser"]) if "remoteUser" in data else None
+    return Environment(
+        source=path,
+        image=image,
+        dockerfile=dockerfile,
+        context=context,
+        build_args=build_args,
+        setup=setup,
+        env=_table(path, "containerEnv", data.get("containerEnv", {}), names=True),
+        user=user,
+        ignored=tuple(sorted(set(data) - DEVCONTAINER_KEYS)),
+    )
+
+
+TOML_KEYS = frozenset(
+    {"image", "dockerfile", "context", "build_args", "setup", "env", "user", "checks", "caches"}
+)
+
+
+def parse_environment_toml(text: str, path: str = TOML_PATH) -> Environment:
+    """shadowclone's own declaration: every key known, none ignored."""
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as error:
+        raise BadInput(f"{path}: not valid TOML ({error})") from None
+    unknown = sorted(set(data) - TOML_KEYS)
+    if unknown:
+        raise _fail(path, unknown[0], f"one of the keys {', '.join(sorted(TOML_KEYS))}")
+    folder = posixpath.dirname(path)
+    image = _string(path, "image", data["image"]) if "image" in data else None
+    dockerfile = None
+    if "dockerfile" in data:
+        relative = _string(path, "dockerfile", data["dockerfile"])
+        dockerfile = _inside(path, "dockerfile", folder, relative)
+    if (image is None) == (dockerfile is None):
+        raise _fail(path, "image", "either image or dockerfile, not both nor neither")
+    context = folder or "."
+    if "context" in data:
+        context = _inside(path, "context", folder, _string(path, "context", data["context"]))
+    return Environment(
+        source=path,
+        image=image,
+        dockerfile=dockerfile,
+        context=context,
+        build_args=_table(path, "build_args", data.get("build_args", {})),
+        setup=_strings(path, "setup", data.get("setup", [])),
+        env=_table(path, "env", data.get("env", {}), names=True),
+        user=_string(path, "user", data["user"]) if "user" in data else None,
+        checks=_strings(path, "checks", data.get("checks", [])),
+        caches=_absolute_paths(path, "caches", data.get("caches", [])),
+    )
+
+
+def declared(files: Mapping[str, str]) -> Environment | None:
+    """The environment `files` (repository path -> text) declare, or None when they hold
+    neither declaration."""
+    if TOML_PATH in files:
+        return parse_environment_toml(files[TOML_PATH])
+    if DEVCONTAINER_PATH in files:
+        return parse_devcontainer(files[DEVCONTAINER_PATH])
+    return None
+
+
+def image_tag(repo: str, clone_image_id: str, files: Mapping[str, str]) -> str:
+    """The tag of the image made for `repo` from `files` (every file it reads, by path) on the
+    clone image `clone_image_id`: a change of any of them makes another tag, so an image is
+    built once per change of its inputs."""
+    digest = hashlib.sha256()
+    parts = [repo, clone_image_id]
+    for name in sorted(files):
+        parts += [name, files[name]]
+    for part in parts:  # each with its length: no two lists of parts hash alike
+        data = part.encode("utf-8", "surrogateescape")
+        digest.update(len(data).to_bytes(8, "big") + data)
+    name = _TAG_UNSAFE.sub("-", repo.lower()).strip("-") or "repository"
+    return f"shadowclone-env/{name}:{digest.hexdigest()[:20]}"

@@ -1,0 +1,172 @@
+"""A repository's environment declaration: devcontainer.json and environment.toml read into one
+`Environment`, anything malformed refused in one line naming the file and the key, and the
+image tag changing with every input and only with them."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from shadowclone.environment.declared import (
+    DEVCONTAINER_PATH,
+    TOML_PATH,
+    Environment,
+    declared,
+    image_tag,
+    parse_devcontainer,
+    parse_environment_toml,
+)
+from shadowclone.errors import BadInput
+
+DEVCONTAINER = """\
+// The project's dev container
+{
+  "name": "app",
+  "build": {
+    "dockerfile": "Dockerfile",
+    "context": "..",
+    "args": {"GO_VERSION": "1.22"},
+  },
+  /* run once the container exists */
+  "onCreateCommand": ["make", "deps"],
+  "postCreateCommand": {"tools": "go install ./...", "hooks": ["git", "config", "x", "y"]},
+  "containerEnv": {"GOFLAGS": "-mod=mod"},
+  "remoteUser": "vscode",
+  "features": {"ghcr.io/devcontainers/features/go:1": {}},
+}
+"""
+
+
+def test_a_devcontainer_with_a_dockerfile_and_every_command_shape() -> None:
+    environment = parse_devcontainer(DEVCONTAINER)
+    assert environment == Environment(
+        source=DEVCONTAINER_PATH,
+        dockerfile=".devcontainer/Dockerfile",
+        context=".",
+        build_args={"GO_VERSION": "1.22"},
+        setup=("make deps", "go install ./...", "git config x y"),
+        env={"GOFLAGS": "-mod=mod"},
+        user="vscode",
+        ignored=("features", "name"),
+    )
+    assert environment.files() == (DEVCONTAINER_PATH, ".devcontainer/Dockerfile")
+
+
+def test_environment_toml_wins_over_a_devcontainer() -> None:
+    toml = 'image = "debian:bookworm"\nsetup = ["apt-get install -y golang"]\n'
+    toml += 'checks = ["make test"]\ncaches = ["/root/go/pkg/mod"]\n[env]\nCGO_ENABLED = "0"\n'
+    environment = declared({TOML_PATH: toml, DEVCONTAINER_PATH: DEVCONTAINER})
+    assert environment == Environment(
+        source=TOML_PATH,
+        image="debian:bookworm",
+        context=".shadowclone",
+        setup=("apt-get install -y golang",),
+        env={"CGO_ENABLED": "0"},
+        checks=("make test",),
+        caches=("/root/go/pkg/mod",),
+    )
+    assert declared({"README.md": "# app"}) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"image": 3}', "devcontainer.json: image: expected a non-empty string"),
+        ("{}", "devcontainer.json: image: expected either image or build.dockerfile"),
+        ('{"image": "x", "build": {"dockerfile": "D"}}', "image: expected either"),
+        ('{"build": {}}', "build.dockerfile: expected the Dockerfile's path"),
+        ('{"build": {"dockerfile": "../../D"}}', "build.dockerfile: expected a path inside"),
+        ('{"build": {"dockerfile": "/D"}}', "build.dockerfile: expected a path relative"),
+        ('{"image": "x", "containerEnv": {"A B": "1"}}', "containerEnv.A B: expected a variable"),
+        ('{"image": "x", "containerEnv": {"A": 1}}', "containerEnv.A: expected a string"),
+        ('{"image": "x", "onCreateCommand": 3}', "onCreateCommand: expected a command"),
+        ('{"image": "x", "postCreateCommand": {"a": [1]}}', "postCreateCommand.a[0]: expected"),
+        ('{"image": "x",,}', "devcontainer.json: not valid JSON with comments"),
+        ("[]", "devcontainer.json: expected a JSON object"),
+    ],
+)
+def test_a_malformed_devcontainer_is_one_line_naming_the_file_and_the_key(
+    text: str, where: str
+) -> None:
+    with pytest.raises(BadInput) as raised:
+        parse_devcontainer(text)
+    message = str(raised.value)
+    assert where in message and "\n" not in message and message.startswith(DEVCONTAINER_PATH)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('image = "x"\nfeatures = 1\n', "environment.toml: features: expected one of the keys"),
+        ('image = "x"\ncaches = ["relative"]\n', "caches[0]: expected an absolute path"),
+        ('image = "x"\ncaches = ["/"]\n', "caches[0]: expected an absolute path"),
+        ('image = "x"\ncaches = ["/a/../b"]\n', "caches[0]: expected an absolute path"),
+        ('image = "x"\nsetup = "make"\n', "setup: expected a list of at most"),
+        ('image = "x"\nchecks = [""]\n', "checks[0]: expected a non-empty string"),
+        ('dockerfile = "../../D"\n', "dockerfile: expected a path inside the repository"),
+        ('image = "x"\nimage = "y"\n', "environment.toml: not valid TOML"),
+        ("", "image: expected either image or dockerfile"),
+    ],
+)
+def test_a_malformed_environment_toml_is_one_line_naming_the_file_and_the_key(
+    text: str, where: str
+) -> None:
+    with pytest.raises(BadInput) as raised:
+        parse_environment_toml(text)
+    message = str(raised.value)
+    assert where in message and "\n" not in message and message.startswith(TOML_PATH)
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+KEYS = st.sampled_from(
+    ["image", "build", "onCreateCommand", "postCreateCommand", "containerEnv", "remoteUser"]
+)
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(KEYS | st.text(max_size=6), JSONISH, max_size=6))
+def test_any_devcontainer_is_read_or_refused_in_one_line(data: dict[str, object]) -> None:
+    try:
+        environment = parse_devcontainer(json.dumps(data))
+    except BadInput as error:
+        assert "\n" not in str(error) and str(error).startswith(DEVCONTAINER_PATH)
+        return
+    assert (environment.image is None) != (environment.dockerfile is None)
+    assert all(not path.startswith("..") for path in environment.files())
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=200))
+def test_any_text_is_read_or_refused_in_one_line(text: str) -> None:
+    for parse, path in (
+        (parse_devcontainer, DEVCONTAINER_PATH),
+        (parse_environment_toml, TOML_PATH),
+    ):
+        try:
+            parse(text)
+        except BadInput as error:
+            assert "\n" not in str(error) and str(error).startswith(path)
+
+
+FILES = st.dictionaries(st.text(min_size=1, max_size=12), st.text(max_size=20), max_size=4)
+
+
+@settings(max_examples=200)
+@given(repo=st.text(min_size=1, max_size=30), image=st.text(max_size=10), files=FILES)
+def test_the_image_tag_is_a_docker_reference_and_follows_its_inputs(
+    repo: str, image: str, files: dict[str, str]
+) -> None:
+    tag = image_tag(repo, image, files)
+    assert re.fullmatch(r"shadowclone-env/[a-z0-9]+(-[a-z0-9]+)*:[0-9a-f]{20}", tag), tag
+    assert image_tag(repo, image, dict(reversed(files.items()))) == tag  # order is no input
+    assert image_tag(repo, image + "x", files) != tag
+    assert image_tag(repo, image, {**files, "extra": "x"}) != tag or "extra" in files
+    for name, text in files.items():
+        assert image_tag(repo, image, {**files, name: text + "!"}) != tag
