@@ -55,6 +55,24 @@ def test_facts_about_the_token_user_and_the_repository(gh: FakeGitHub) -> None:
     assert (public.private, public.visibility, public.permission) == (False, "public", "read")
 
 
+def test_contents_of_a_file_a_folder_and_nothing(gh: FakeGitHub) -> None:
+    gh.commit(
+        REPO, "trunk", {"tools/run.sh": "echo run\n", "tools/deep/x.bin": "\x00\x01"}, author="octo"
+    )
+    with client(gh) as github:
+        assert github.contents(REPO, "app.py") == b"print('app')\n"
+        assert github.contents(REPO, "tools/deep/x.bin") == b"\x00\x01"
+        listed = github.contents(REPO, "tools")
+        assert isinstance(listed, list)
+        assert sorted((e.path, e.kind) for e in listed) == [
+            ("tools/deep", "dir"),
+            ("tools/run.sh", "file"),
+        ]
+        assert github.contents(REPO, "missing.txt") is None
+        assert github.contents(REPO, "app.py", ref="no-such-branch") is None
+        assert client(gh, "ghp_stranger").contents(REPO, "app.py") is None  # private: unseen
+
+
 def test_issue_and_pull_request(gh: FakeGitHub) -> None:
     issue_number = gh.create_issue(REPO, author="octo", title="Fix the app", body="It breaks.")
     own = gh.create_pull_request(

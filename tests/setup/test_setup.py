@@ -14,7 +14,7 @@ import shadowclone.setup as setup_package
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.config import Paths, load_config, set_value
-from shadowclone.node.setups import read_setup
+from shadowclone.node.setups import environment_dir, read_setup
 from shadowclone.plugin import load_registry
 from shadowclone.run.check import CheckReport
 from shadowclone_fake_launch.fakes.github import FakeGitHub
@@ -249,3 +249,58 @@ def test_no_check_passes_on_an_empty_value_from_the_check_clone(
     complete = bool(user and visibility and default_branch) and can_push is True
     assert summary.ok == complete
     assert (read_setup(home, "you/app") is not None) == complete
+
+
+DEVCONTAINER_FILES = {
+    "README.md": "x",
+    ".devcontainer/devcontainer.json": (
+        '// a dev container\n{"build": {"dockerfile": "Dockerfile", "args": {"V": "1"},},\n'
+        ' "postCreateCommand": "make deps", "features": {}}\n'
+    ),
+    ".devcontainer/Dockerfile": "FROM debian:bookworm\nCOPY tools/ /tools/\n",
+    ".devcontainer/tools/setup.sh": "echo tools\n",
+    "src/main.go": "package main\n",
+}
+
+
+def test_setup_keeps_the_environment_the_repository_declares(
+    cli: Cli, home: Paths, github: FakeGitHub
+) -> None:
+    """The check clone copies the declaration, its Dockerfile and the build context (only
+    that); a later setup keeps what the repository declares then, and nothing of before."""
+    token = github.add_user("you", name="You")
+    github.create_repo("you/app", files=DEVCONTAINER_FILES, private=True)
+    secrets(home, github_token=token)
+    result = cli("setup", "you/app")
+    assert result.code == 0, result.out + result.err
+    record = read_setup(home, "you/app")
+    assert record is not None and record.environment == ".devcontainer/devcontainer.json"
+    kept = environment_dir(home, "you/app")
+    found = {
+        str(path.relative_to(kept)): path.read_text() for path in kept.rglob("*") if path.is_file()
+    }
+    assert found == {k: v for k, v in DEVCONTAINER_FILES.items() if k.startswith(".devcontainer")}
+    only_reads(github)
+    image_only = '{"image": "debian:bookworm"}'
+    github.commit("you/app", "main", {".devcontainer/devcontainer.json": image_only}, author="you")
+    assert cli("setup", "you/app").code == 0
+    after = {str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()}
+    assert after == {".devcontainer/devcontainer.json"}, "the old context was kept"
+
+
+def test_a_broken_devcontainer_is_one_line_naming_the_file_and_the_key(
+    cli: Cli, home: Paths, github: FakeGitHub
+) -> None:
+    token = github.add_user("you", name="You")
+    broken = '{"build": {"dockerfile": "../../../Dockerfile"}}'
+    github.create_repo(
+        "you/app", files={"README.md": "x", ".devcontainer/devcontainer.json": broken}, private=True
+    )
+    secrets(home, github_token=token)
+    result = cli("setup", "you/app")
+    assert result.code != 0
+    assert (
+        ".devcontainer/devcontainer.json: build.dockerfile: expected a path inside the repository"
+        in result.out
+    ), result.out
+    assert read_setup(home, "you/app") is None

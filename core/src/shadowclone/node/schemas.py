@@ -344,6 +344,9 @@ class SetupRecord:
     checked_at: datetime = attrs.field(factory=now)
     image: str | None = None
     """The clone image chosen at setup (`setup --image`); None: the config's."""
+    environment: str | None = None
+    """The repository's environment declaration setup found (its files are kept beside this
+    record, `node.setups.environment_dir`), or None."""
     v: int = SCHEMA_VERSION
 
 

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 from shadowclone.config.paths import Paths
@@ -15,6 +17,31 @@ from shadowclone.node.schemas import SetupRecord
 def setup_file(paths: Paths, repo_full_name: str) -> Path:
     owner, repo = repo_full_name.split("/", 1)
     return paths.setup_dir / owner.lower() / f"{repo.lower()}.json"
+
+
+def environment_dir(paths: Paths, repo_full_name: str) -> Path:
+    """The repository's environment files as setup's check clone read them, by their paths in
+    the repository: what its image is made from."""
+    owner, repo = repo_full_name.split("/", 1)
+    return paths.setup_dir / owner.lower() / f"{repo.lower()}.environment"
+
+
+def keep_environment(paths: Paths, repo_full_name: str, found: Path | None) -> None:
+    """Replace the repository's kept environment files with the folder `found` (None: it
+    declares none now), whole or not at all."""
+    target = environment_dir(paths, repo_full_name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=".environment-", dir=target.parent))
+    try:
+        if found is not None:
+            shutil.copytree(found, fresh / "files", symlinks=True)
+        old = fresh / "old"
+        if target.exists():
+            target.rename(old)
+        if found is not None:
+            (fresh / "files").rename(target)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
 
 
 def write_setup(paths: Paths, record: SetupRecord) -> Path:

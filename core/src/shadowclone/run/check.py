@@ -5,10 +5,12 @@ GitHub, and nothing is cloned."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import attrs
 
-from shadowclone.errors import ShadowcloneError
+from shadowclone.environment.declared import DECLARATIONS, declared
+from shadowclone.errors import BadInput, ShadowcloneError
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import CONVERTER, Request, Step
 from shadowclone.plugin.manager import Registry
@@ -32,6 +34,9 @@ class CheckReport:
     can_push: bool | None = None
     missing_secrets: tuple[str, ...] = ()
     """Keys of the secrets file the login (or every clone) needs that hold no value."""
+    environment: str | None = None
+    """The repository's environment declaration, if it has one: its files (and the
+    Dockerfile's context) are copied into the run folder's `ENVIRONMENT_FOLDER`."""
     problems: tuple[str, ...] = ()
 
     def to_json(self) -> str:
@@ -40,6 +45,67 @@ class CheckReport:
     @classmethod
     def from_json(cls, text: str) -> CheckReport:
         return CONVERTER.structure(json.loads(text), cls)
+
+
+ENVIRONMENT_FOLDER = "environment"
+"""Where the check clone copies the environment's files, by their paths in the repository."""
+MAX_CONTEXT_FILES = 256
+MAX_CONTEXT_BYTES = 32 * 1024 * 1024
+
+
+def fetch_environment(client: GithubClient, repo: str, into: Path) -> str | None:
+    """Copy `repo`'s environment declaration, its Dockerfile and that Dockerfile's build
+    context into `into` (by repository path); returns the declaration's path, or None when the
+    repository declares none. A malformed declaration, or a context over the bounds, is a
+    one-line `BadInput`."""
+    texts: dict[str, str] = {}
+    for path in DECLARATIONS:
+        data = client.contents(repo, path)
+        if isinstance(data, bytes):
+            try:
+                texts[path] = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise BadInput(f"{path}: expected UTF-8 text") from None
+    environment = declared(texts)
+    if environment is None:
+        return None
+    wanted: dict[str, bytes] = {environment.source: texts[environment.source].encode()}
+    if environment.dockerfile is not None:
+        folders = [environment.context]
+        while folders:
+            listed = client.contents(repo, folders.pop())
+            if isinstance(listed, bytes):
+                raise BadInput(f"{environment.source}: the build context is a file, not a folder")
+            for entry in listed or []:
+                if entry.kind == "dir":
+                    folders.append(entry.path)
+                elif entry.kind == "file":
+                    wanted[entry.path] = b""
+            if len(wanted) > MAX_CONTEXT_FILES:
+                raise BadInput(
+                    f"{environment.source}: the build context {environment.context} holds over "
+                    f"{MAX_CONTEXT_FILES} files"
+                )
+        wanted.setdefault(environment.dockerfile, b"")
+        total = 0
+        for path in [path for path, data in wanted.items() if not data]:
+            data = client.contents(repo, path)
+            if not isinstance(data, bytes):
+                raise BadInput(f"{environment.source}: {path} is not a file of the repository")
+            total += len(data)
+            if total > MAX_CONTEXT_BYTES:
+                raise BadInput(
+                    f"{environment.source}: the build context holds over "
+                    f"{MAX_CONTEXT_BYTES // 2**20} MiB"
+                )
+            wanted[path] = data
+    for path, data in wanted.items():
+        target = (into / path).resolve()
+        if not target.is_relative_to(into.resolve()):
+            raise BadInput(f"{environment.source}: {path} lies outside the repository")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return environment.source
 
 
 def run_check(folder: RunFolder, request: Request, secrets: Secrets, registry: Registry) -> int:
@@ -57,6 +123,8 @@ def run_check(folder: RunFolder, request: Request, secrets: Secrets, registry: R
             with GithubClient(token, api_url=request.github_api_url) as client:
                 user = client.token_user()
                 repository = client.repository(repo)
+                into = folder.path / ENVIRONMENT_FOLDER
+                source = fetch_environment(client, repository.full_name, into)
             report = attrs.evolve(
                 report,
                 user=user.login,
@@ -64,6 +132,7 @@ def run_check(folder: RunFolder, request: Request, secrets: Secrets, registry: R
                 visibility=repository.visibility,
                 default_branch=repository.default_branch,
                 can_push=repository.can_push,
+                environment=source,
             )
         except ShadowcloneError as error:
             report = attrs.evolve(report, problems=(*report.problems, str(error)))

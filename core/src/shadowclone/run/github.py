@@ -11,6 +11,7 @@ answer of the wrong shape is one too.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -114,6 +115,16 @@ def link_issue(body: str, number: int) -> str:
     return f"{body.rstrip()}\n\nCloses #{number}".lstrip()
 
 
+@attrs.frozen
+class ContentEntry:
+    """One entry of a folder in a repository."""
+
+    path: str
+    kind: str
+    """`file`, `dir`, `symlink` or `submodule`."""
+    size: int
+
+
 class GithubClient:
     """The calls a clone needs, with a token, against one GitHub API."""
 
@@ -194,6 +205,33 @@ class GithubClient:
             html_url=issue.text("html_url"),
             is_pull_request=issue.part_or_none("pull_request") is not None,
         )
+
+    def contents(
+        self, full_name: str, path: str, ref: str | None = None
+    ) -> bytes | list[ContentEntry] | None:
+        """A file's bytes or a folder's entries at `ref` (the default branch when None), or
+        None when the repository has nothing at `path`."""
+        what = f"read {path} in {full_name}"
+        route = f"{_repo_path(full_name)}/contents/{urllib.parse.quote(path, safe='/')}"
+        try:
+            data = self._call_raw(what, "GET", route, params={"ref": ref} if ref else None)
+        except BadInput:
+            return None
+        if isinstance(data, list):
+            entries = [_Answer(item, what) for item in data if isinstance(item, dict)]
+            return [
+                ContentEntry(entry.text("path"), entry.text("type"), entry.number("size"))
+                for entry in entries
+            ]
+        if not isinstance(data, dict):
+            raise _shape(what, "file or folder")
+        answer = _Answer(data, what)
+        if answer.text("type") != "file":
+            return None
+        try:
+            return base64.b64decode(answer.text("content"), validate=False)
+        except ValueError:
+            raise _shape(what, "base64 'content'") from None
 
     def can_push(self, full_name: str, login: str) -> bool:
         """Whether `login` may push to the repository; anyone GitHub will not say so of, no."""

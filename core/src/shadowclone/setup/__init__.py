@@ -20,11 +20,11 @@ from shadowclone.config import Config, Paths
 from shadowclone.errors import PluginUnavailable, ShadowcloneError
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import ProgressLine, Request, RunMode, SetupRecord, now
-from shadowclone.node.setups import write_setup
+from shadowclone.node.setups import keep_environment, write_setup
 from shadowclone.node.target import Target, parse_repo, same_repo
 from shadowclone.plugin.manager import Registry
 from shadowclone.plugin.types import CloneState, Launcher, LaunchSpec, SecretProviderRegistration
-from shadowclone.run.check import CheckReport
+from shadowclone.run.check import ENVIRONMENT_FOLDER, CheckReport
 from shadowclone.setup.secrets_file import create_template, privacy_problems
 
 CHECK_TIMEOUT_S = 300.0
@@ -200,6 +200,7 @@ def setup_repository(
         can_push=True,
         check_commands=tuple(check_commands),
         image=image,
+        environment=report.environment,
     )
     path = write_setup(paths, record)
     summary.add("setup record", True, f"{path} (config version {config.version})")
@@ -270,9 +271,15 @@ def run_check_clone(
                 ),
             )
         try:
-            return CheckReport.from_json(final.report)
+            report = CheckReport.from_json(final.report)
         except (ValueError, TypeError, KeyError):
             return CheckReport(request.target.repo_full_name, problems=(final.report,))
+        found = folder.path / ENVIRONMENT_FOLDER
+        if not report.problems:
+            keep_environment(
+                paths, report.full_name or report.repo, found if report.environment else None
+            )
+        return report
     finally:
         with contextlib.suppress(ShadowcloneError):
             launcher.remove(clone_id)

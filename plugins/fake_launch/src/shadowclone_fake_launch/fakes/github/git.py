@@ -83,6 +83,39 @@ def rev_parse(repo: Path, ref: str) -> str | None:
         return None
 
 
+def tree_entry(repo: Path, ref: str, path: str) -> tuple[str, str, int] | None:
+    """(type, object id, size) of `path` at `ref`: `blob` or `tree`; None if there is none."""
+    try:
+        line = git(repo, "ls-tree", "--long", ref, "--", path.rstrip("/"))
+    except GitError:
+        return None
+    if not line or "\n" in line:
+        return None
+    meta, _, _name = line.partition("\t")
+    _mode, kind, oid, size = meta.split()
+    return kind, oid, int(size) if size.isdigit() else 0
+
+
+def tree_list(repo: Path, ref: str, path: str) -> list[tuple[str, str, int, str]]:
+    """The entries of the folder `path` at `ref`: (type, object id, size, name)."""
+    output = git(repo, "ls-tree", "--long", f"{ref}:{path}" if path else ref)
+    entries = []
+    for line in output.splitlines():
+        meta, _, name = line.partition("\t")
+        _mode, kind, oid, size = meta.split()
+        entries.append((kind, oid, int(size) if size.isdigit() else 0, name))
+    return entries
+
+
+def read_blob(repo: Path, oid: str) -> bytes:
+    return subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "blob", oid],
+        capture_output=True,
+        env=_clean_env(),
+        check=True,
+    ).stdout
+
+
 def commits_between(repo: Path, base: str, head: str) -> int:
     return int(git(repo, "rev-list", "--count", f"{base}..{head}"))
 

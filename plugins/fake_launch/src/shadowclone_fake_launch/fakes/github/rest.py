@@ -7,6 +7,7 @@ and in containers alike.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import urllib.parse
@@ -328,6 +329,37 @@ def get_branch(call: Call, owner: str, name: str, branch: str) -> Reply:
         "protected": branch in repo.protected_branches,
         "protection_url": f"{api}/branches/{branch}/protection",
     }
+
+
+@_route("GET", "/repos/{owner}/{name}/contents/{path+}")
+def get_contents(call: Call, owner: str, name: str, path: str) -> Reply:
+    """A file (its content in base64) or a folder (its entries), at `ref` or the default
+    branch."""
+    repo = call.repo(owner, name)
+    bare = call.fake.repo_path(repo.full_name)
+    ref = call.query.get("ref") or repo.default_branch
+    path = path.strip("/")
+    found = git.tree_entry(bare, ref, path)
+    if found is None:
+        raise ApiError(404, "Not Found")
+    kind, oid, size = found
+    api = f"{call.api}/repos/{repo.full_name}/contents"
+
+    def entry(kind: str, oid: str, size: int, entry_path: str) -> Json:
+        return {
+            "type": "dir" if kind == "tree" else "file",
+            "name": entry_path.rsplit("/", 1)[-1],
+            "path": entry_path,
+            "sha": oid,
+            "size": size,
+            "url": f"{api}/{entry_path}?ref={ref}",
+        }
+
+    if kind == "tree":
+        listed = git.tree_list(bare, ref, path)
+        return 200, [entry(k, o, s, f"{path}/{n}") for k, o, s, n in listed]
+    content = base64.b64encode(git.read_blob(bare, oid)).decode()
+    return 200, {**entry(kind, oid, size, path), "encoding": "base64", "content": content}
 
 
 @_route("GET", "/repos/{owner}/{name}/issues/{number}")
