@@ -281,11 +281,26 @@ def test_setup_keeps_the_environment_the_repository_declares(
     }
     assert found == {k: v for k, v in DEVCONTAINER_FILES.items() if k.startswith(".devcontainer")}
     only_reads(github)
+    shown = cli("env", "show", "you/app", "--json")
+    assert shown.code == 0, shown.err
+    described = json.loads(shown.out)
+    assert described["environment"] == ".devcontainer/devcontainer.json"
+    assert (described["dockerfile"], described["context"]) == (
+        ".devcontainer/Dockerfile",
+        ".devcontainer",
+    )
+    assert (described["setup"], described["build_args"]) == (["make deps"], {"V": "1"})
+    assert described["ignored"] == ["features"]
+    human = cli("env", "show", "you/app").out
+    assert "setup       make deps" in human and "ignored     features" in human
     image_only = '{"image": "debian:bookworm"}'
     github.commit("you/app", "main", {".devcontainer/devcontainer.json": image_only}, author="you")
     assert cli("setup", "you/app").code == 0
     after = {str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()}
     assert after == {".devcontainer/devcontainer.json"}, "the old context was kept"
+    assert "base        the image debian:bookworm" in cli("env", "show", "you/app").out
+    missing = cli("env", "show", "you/other")
+    assert missing.code == 1 and "you/other is not set up here" in missing.err
 
 
 def test_a_broken_devcontainer_is_one_line_naming_the_file_and_the_key(

@@ -80,6 +80,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "mcp",
         "Serve start, list, get, send, answer and stop to your assistant over MCP (stdio).",
     ),
+    "env": (
+        "env_cmd",
+        "env",
+        "The environment a repository declares (.shadowclone/environment.toml or "
+        ".devcontainer/devcontainer.json), as setup found it.",
+    ),
     "image": (
         "image_cmd",
         "image",

@@ -1,0 +1,137 @@
+"""`shadowclone env`: the environment a repository declares, as its clones will get it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import click
+
+from shadowclone.cli.app import App, emit_json, json_option, pass_app
+from shadowclone.config import load_config
+from shadowclone.environment.declared import declared, image_tag
+from shadowclone.errors import BadInput, Refused
+from shadowclone.node.setups import environment_dir, read_setup
+from shadowclone.node.target import parse_repo
+
+MAX_KEPT_BYTES = 64 * 1024 * 1024
+
+
+@click.group()
+def env() -> None:
+    """The environment a repository declares (.shadowclone/environment.toml or
+    .devcontainer/devcontainer.json), as setup found it."""
+
+
+def kept_files(folder: Path) -> dict[str, str]:
+    """The environment files setup kept, by their paths in the repository (binary files as
+    their bytes escaped, for the image tag)."""
+    files: dict[str, str] = {}
+    total = 0
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            total += len(data)
+            if total > MAX_KEPT_BYTES:
+                raise BadInput(f"{folder}: over {MAX_KEPT_BYTES // 2**20} MiB of files")
+            files[path.relative_to(folder).as_posix()] = data.decode("utf-8", "surrogateescape")
+    return files
+
+
+def image_id(image: str) -> str | None:
+    """The local id of `image`, or None where Docker cannot say."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return None
+    done = subprocess.run(
+        [docker, "image", "inspect", "--format", "{{.Id}}", image],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def describe(app: App, repo_text: str) -> dict[str, Any]:
+    owner, name = parse_repo(repo_text)
+    repo = f"{owner}/{name}"
+    record = read_setup(app.paths, repo)
+    if record is None:
+        raise Refused(f"{repo} is not set up here: run `shadowclone setup {repo}` first")
+    config, _ = load_config(app.paths)
+    clone_image = record.image or config.image
+    shown: dict[str, Any] = {"repo": record.repo, "clone_image": clone_image, "environment": None}
+    if record.environment is None:
+        return shown
+    files = kept_files(environment_dir(app.paths, record.repo))
+    environment = declared(files)
+    if environment is None:
+        raise Refused(
+            f"setup kept no environment files for {record.repo}: run `shadowclone setup "
+            f"{record.repo}` again"
+        )
+    clone_id = image_id(clone_image)
+    tag = image_tag(record.repo, clone_id, files) if clone_id else None
+    shown.update(
+        environment=environment.source,
+        image=environment.image,
+        dockerfile=environment.dockerfile,
+        context=environment.context if environment.dockerfile else None,
+        build_args=dict(environment.build_args),
+        setup=list(environment.setup),
+        env=dict(environment.env),
+        user=environment.user,
+        checks=list(environment.checks),
+        caches=list(environment.caches),
+        ignored=list(environment.ignored),
+        files=sorted(files),
+        tag=tag,
+        built=None if tag is None else image_id(tag) is not None,
+    )
+    return shown
+
+
+@env.command()
+@click.argument("repo")
+@json_option
+@pass_app
+def show(app: App, repo: str, as_json: bool) -> None:
+    """Show what a clone of REPO (owner/repo) will get: the declared base, setup commands,
+    variables, checks, caches and the image made from them."""
+    shown = describe(app, repo)
+    if as_json:
+        emit_json(shown)
+        return
+    out = app.out
+    if shown["environment"] is None:
+        out.print(
+            f"{shown['repo']} declares no environment: its clones run in {shown['clone_image']}",
+            markup=False,
+        )
+        return
+    rows = [f"repo        {shown['repo']}", f"declared in {shown['environment']}"]
+    if shown["image"]:
+        rows.append(f"base        the image {shown['image']}")
+    else:
+        rows.append(f"base        {shown['dockerfile']} (context {shown['context']})")
+    for name, value in shown["build_args"].items():
+        rows.append(f"build arg   {name}={value}")
+    rows += [f"setup       {command}" for command in shown["setup"]]
+    rows += [f"variable    {name}={value}" for name, value in shown["env"].items()]
+    if shown["user"]:
+        rows.append(f"user        {shown['user']}")
+    rows += [f"check       {command}" for command in shown["checks"]]
+    rows += [f"cache       {path}" for path in shown["caches"]]
+    if shown["ignored"]:
+        rows.append(f"ignored     {', '.join(shown['ignored'])} (a clone does not use them)")
+    rows.append(f"on          {shown['clone_image']}")
+    if shown["tag"] is None:
+        rows.append("image       unknown until the clone image is here (shadowclone image build)")
+    else:
+        state = "built" if shown["built"] else "not built yet"
+        rows.append(f"image       {shown['tag']} ({state})")
+    for row in rows:
+        out.print(row, markup=False, highlight=False)
