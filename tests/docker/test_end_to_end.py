@@ -17,13 +17,23 @@ import attrs
 import docker
 import docker.errors
 import pytest
-from shadowclone.config import HOME_VARIABLE, Paths, default_paths, init_config, set_value
+from shadowclone.cli.app import App
+from shadowclone.cli.env_cmd import build_environment, describe
+from shadowclone.config import (
+    HOME_VARIABLE,
+    Paths,
+    default_paths,
+    init_config,
+    load_config,
+    set_value,
+)
 from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
-from shadowclone.plugin import Outcome
+from shadowclone.plugin import Outcome, load_registry
 from shadowclone.run.program import RESUME_PROMPT
 from shadowclone.serve.loop import ServeSettings
+from shadowclone.setup import setup_repository
 from shadowclone_docker_launch.launcher import DockerLauncher, container_name
 from shadowclone_fake_launch.fakes.chatgpt import TOKEN_PATH, FakeChatgptLogin
 from shadowclone_fake_launch.fakes.github import FakeGitHub
@@ -445,6 +455,52 @@ def test_an_overload_storm_over_four_parallel_clones_is_ridden_out(
     assert all(count == 2 for count in refused.values()), refused
     assert all(count == 1 for count in answered.values()), "a request was answered twice"
     assert held and min(min(limits.values()) for limits in held) <= 2, held
+
+
+ENVIRONMENT_FILES = {
+    ".devcontainer/devcontainer.json": json.dumps(
+        {
+            "build": {"dockerfile": "Dockerfile", "args": {"GREETING": "from-the-dockerfile"}},
+            "postCreateCommand": "jq --version > /etc/jq-version",
+            "containerEnv": {"ENV_MARK": "declared-variable"},
+        }
+    ),
+    ".devcontainer/Dockerfile": (
+        "FROM shadowclone-base:bookworm\nARG GREETING\n"
+        "RUN apt-get update && apt-get install -y --no-install-recommends jq"
+        " && rm -rf /var/lib/apt/lists/*\n"
+        "RUN echo $GREETING > /etc/greeting\n"
+    ),
+}
+
+
+def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: World) -> None:
+    """A devcontainer whose Dockerfile installs a Debian package: setup (its check clone in
+    Docker) keeps the declaration, `env build` makes the image once, and a clone of the
+    repository runs the real engine in it: the package, the build argument, the setup
+    command's file and the declared variable are all there."""
+    world.use("claude")
+    world.github.commit("owner/app", "main", ENVIRONMENT_FILES, author="owner")
+    config, _ = load_config(world.paths)
+    summary = setup_repository(config, world.paths, load_registry(), "owner/app", engine="claude")
+    assert summary.ok, summary
+    app = App(paths=world.paths)
+    # This machine's extra certificate authorities, as scripts/build-image trusts them.
+    authorities = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
+    tag = build_environment(app, "owner/app", "host", authorities)
+    assert describe(app, "owner/app")["built"] is True
+    assert build_environment(app, "owner/app", "host") == tag  # built once: the same image
+    number = world.issue("Use the toolchain")
+    probe = "jq --version; cat /etc/jq-version /etc/greeting; echo mark=$ENV_MARK"
+    script(world.model, Shell(probe), Text("Done."))
+    with serving(world.node, SETTINGS):
+        clone_id = world.node.start(f"owner/app#{number}").id
+        record = world.ended(clone_id)
+    assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), world.steps(clone_id)
+    assert RunFolder(world.paths.clones_dir / clone_id).request().image == tag
+    results = [r for r in world.model.model_requests() if r.contains("mark=declared-variable")]
+    assert results, "the declared variable did not reach the engine's shell"
+    assert results[0].contains("from-the-dockerfile") and results[0].contains("jq-1.")
 
 
 def test_a_review_of_a_strangers_pull_request_runs_the_engine_with_the_network_off(

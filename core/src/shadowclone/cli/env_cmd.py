@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 
 from shadowclone.cli.app import App, emit_json, json_option, pass_app
+from shadowclone.cli.image_cmd import build_image
 from shadowclone.config import load_config
-from shadowclone.environment.declared import declared, image_tag
-from shadowclone.errors import BadInput, Refused
-from shadowclone.node.setups import environment_dir, read_setup
+from shadowclone.environment.declared import Environment, declared, image_tag
+from shadowclone.errors import BadInput, Refused, ShadowcloneError
+from shadowclone.node.setups import environment_dir, read_setup, write_setup
 from shadowclone.node.target import parse_repo
 
 MAX_KEPT_BYTES = 64 * 1024 * 1024
@@ -135,3 +140,92 @@ def show(app: App, repo: str, as_json: bool) -> None:
         rows.append(f"image       {shown['tag']} ({state})")
     for row in rows:
         out.print(row, markup=False, highlight=False)
+
+
+class EnvironmentBuildError(ShadowcloneError):
+    """The environment's image could not be built; docker's output above says why."""
+
+
+def _docker(argv: list[str], what: str) -> None:
+    docker = shutil.which("docker")
+    if docker is None:
+        raise EnvironmentBuildError("building an environment needs the docker CLI")
+    done = subprocess.run([docker, *argv], check=False)
+    if done.returncode != 0:
+        raise EnvironmentBuildError(f"docker could not build {what} (exit {done.returncode})")
+
+
+def final_dockerfile(base: str, environment: Environment) -> str:
+    """The last layer: the environment's variables, then its setup commands, as root with
+    the network on; nothing of the owner's secrets is there to read."""
+    lines = [f"FROM {base}", "USER root"]
+    lines += [f"ENV {name}={json.dumps(value)}" for name, value in environment.env.items()]
+    lines += [f"RUN {json.dumps(['/bin/sh', '-c', command])}" for command in environment.setup]
+    lines.append(f"LABEL io.shadowclone.environment={json.dumps(environment.source)}")
+    return "\n".join(lines) + "\n"
+
+
+def build_environment(
+    app: App, repo_text: str, network: str | None, ca_certs: Sequence[Path] = ()
+) -> str:
+    """Build the image of the repository's environment (if it is not there yet) and make it
+    the image of the repository's clones; returns its tag."""
+    shown = describe(app, repo_text)
+    repo = shown["repo"]
+    if shown["environment"] is None:
+        raise Refused(f"{repo} declares no environment: its clones run in the clone image")
+    tag: str | None = shown["tag"]
+    if tag is None:
+        raise Refused(
+            f"the clone image {shown['clone_image']} is not on this machine: build it with "
+            "`shadowclone image build`, then build the environment"
+        )
+    folder = environment_dir(app.paths, repo)
+    environment = declared(kept_files(folder))
+    assert environment is not None
+    name, _, digest = tag.partition(":")
+    net = ["--network", network] if network else []
+    if not shown["built"]:
+        base = environment.image
+        if environment.dockerfile is not None:
+            base = f"{name}:{digest}-base"
+            args = [f"--build-arg={key}={value}" for key, value in environment.build_args.items()]
+            dockerfile = folder / environment.dockerfile
+            context = folder / environment.context
+            _docker(
+                ["build", *net, "--tag", base, "--file", str(dockerfile), *args, str(context)],
+                f"the base of {repo}'s environment from {environment.dockerfile}",
+            )
+        assert base is not None
+        clone = f"{name}:{digest}-clone"
+        build_image(clone, base, network=network, ca_certs=ca_certs)
+        with tempfile.TemporaryDirectory(prefix="shadowclone-env-") as context_dir:
+            (Path(context_dir) / "Dockerfile").write_text(final_dockerfile(clone, environment))
+            _docker(["build", *net, "--tag", tag, context_dir], f"{repo}'s environment")
+    record = read_setup(app.paths, repo)
+    assert record is not None
+    write_setup(app.paths, attrs.evolve(record, environment_image=tag))
+    return tag
+
+
+@env.command()
+@click.argument("repo")
+@click.option(
+    "--network",
+    default="host",
+    show_default=True,
+    help="The network of the build's steps ('default' for Docker's own).",
+)
+@click.option(
+    "--ca-cert",
+    "ca_certs",
+    multiple=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="A PEM certificate authority to trust inside the image (a TLS-inspecting proxy).",
+)
+@pass_app
+def build(app: App, repo: str, network: str, ca_certs: tuple[Path, ...]) -> None:
+    """Build the image of REPO's environment ahead of its first clone (once per change of
+    what it is made from), and run REPO's clones in it."""
+    tag = build_environment(app, repo, None if network == "default" else network, ca_certs)
+    app.out.print(f"{repo}'s clones run in {tag}", markup=False, highlight=False)

@@ -257,7 +257,7 @@ class LocalNode:
             engine=engine,
             login=login.name,
             launcher=self.config.launcher,
-            image=setup.image or self.config.image,
+            image=setup.environment_image or setup.image or self.config.image,
             github_url=self.config.github.url,
             github_api_url=self.config.github.api_url,
             requested_at=at,

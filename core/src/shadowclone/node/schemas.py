@@ -347,6 +347,9 @@ class SetupRecord:
     environment: str | None = None
     """The repository's environment declaration setup found (its files are kept beside this
     record, `node.setups.environment_dir`), or None."""
+    environment_image: str | None = None
+    """The image `shadowclone env build` made of that environment: the repository's clones
+    run in it. A new setup clears it (the declaration may have changed)."""
     v: int = SCHEMA_VERSION
 
 
