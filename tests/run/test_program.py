@@ -324,6 +324,54 @@ class TestRunProgram:
         assert ANTHROPIC_KEY not in pull.body and world.token not in pull.body
 
 
+CHECK = "test -f FIXED.md || { echo FIXED.md is missing; exit 1; }"
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_failing_checks_go_back_to_the_engine_and_pass_after_its_fix(
+    world: World, engine: str
+) -> None:
+    """The repository's check fails on the first turn's work: its output goes back to the
+    engine as the session's next turn, the engine fixes the code, the checks pass."""
+    gh = world.github
+    number = gh.create_issue("owner/app", author="owner", title="Checked work")
+    fix = Shell("echo fixed > FIXED.md")
+    with models(Shell("echo work > WORK.md"), Text("Wrote WORK.md.")) as server:
+        server.rule = lambda request: (
+            (Text("Fixed: FIXED.md exists.") if request.contains("echo fixed") else fix)
+            if request.contains("FIXED.md is missing")
+            else None
+        )
+        folder = world.on(engine, number, server, check_commands=(CHECK,), fix_rounds=2)
+        code, lines = world.run(folder)
+        told = [r for r in server.model_requests() if r.contains("FIXED.md is missing")]
+    texts = [line.text for line in lines]
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), texts
+    toolchain = [t.split(":")[1].strip() for t in texts if t.startswith("toolchain:")]
+    assert toolchain == ["failed", "passed"], texts
+    assert "the checks failed: they go back to the engine (fix round 1 of 2)" in texts
+    assert told and told[0].contains("Wrote WORK.md."), "not the same session"
+    assert gh.read_file("owner/app", "shadowclone/1-checked-work", "FIXED.md") == "fixed\n"
+    assert "review toolchain: passed" in (lines[-1].report or "")
+
+
+def test_checks_that_still_fail_after_the_fix_rounds_are_reported(world: World) -> None:
+    gh = world.github
+    number = gh.create_issue("owner/app", author="owner", title="Still failing")
+    with models(Shell("echo work > WORK.md"), Text("Wrote WORK.md.")) as server:
+        folder = world.folder(number, server, check_commands=(CHECK,), fix_rounds=1)
+        code, lines = world.run(folder)
+        told = [r for r in server.model_requests() if r.contains("FIXED.md is missing")]
+    texts = [line.text for line in lines]
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), texts
+    toolchain = [t.split(":")[1].strip() for t in texts if t.startswith("toolchain:")]
+    assert toolchain == ["failed", "failed"], texts  # one round back to the engine, no more
+    assert told, "the failing checks never reached the engine"
+    assert "review toolchain: failed" in (lines[-1].report or "")
+    [pull] = gh.pull_requests("owner/app")
+    assert "toolchain" in pull.body
+
+
 @pytest.mark.parametrize("engine", ["claude", "codex"])
 class TestPauses:
     """A cap reached pauses either real engine at the model proxy and asks the owner; a login's

@@ -319,3 +319,18 @@ def test_a_broken_devcontainer_is_one_line_naming_the_file_and_the_key(
         in result.out
     ), result.out
     assert read_setup(home, "you/app") is None
+
+
+def test_the_checks_an_environment_declares_join_the_setups_own(
+    cli: Cli, home: Paths, github: FakeGitHub
+) -> None:
+    token = github.add_user("you", name="You")
+    toml = 'image = "debian:bookworm"\nchecks = ["make test", "make lint"]\n'
+    github.create_repo(
+        "you/app", files={"README.md": "x", ".shadowclone/environment.toml": toml}, private=True
+    )
+    secrets(home, github_token=token)
+    assert cli("setup", "you/app", "--check", "make lint").code == 0
+    record = read_setup(home, "you/app")
+    assert record is not None and record.environment == ".shadowclone/environment.toml"
+    assert record.check_commands == ("make lint", "make test")

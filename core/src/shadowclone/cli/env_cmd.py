@@ -17,32 +17,20 @@ from shadowclone.cli.app import App, emit_json, json_option, pass_app
 from shadowclone.cli.image_cmd import build_image
 from shadowclone.config import load_config
 from shadowclone.environment.declared import Environment, declared, image_tag
-from shadowclone.errors import BadInput, Refused, ShadowcloneError
-from shadowclone.node.setups import environment_dir, read_setup, write_setup
+from shadowclone.errors import Refused, ShadowcloneError
+from shadowclone.node.setups import (
+    environment_dir,
+    environment_files,
+    read_setup,
+    write_setup,
+)
 from shadowclone.node.target import parse_repo
-
-MAX_KEPT_BYTES = 64 * 1024 * 1024
 
 
 @click.group()
 def env() -> None:
     """The environment a repository declares (.shadowclone/environment.toml or
     .devcontainer/devcontainer.json), as setup found it."""
-
-
-def kept_files(folder: Path) -> dict[str, str]:
-    """The environment files setup kept, by their paths in the repository (binary files as
-    their bytes escaped, for the image tag)."""
-    files: dict[str, str] = {}
-    total = 0
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            data = path.read_bytes()
-            total += len(data)
-            if total > MAX_KEPT_BYTES:
-                raise BadInput(f"{folder}: over {MAX_KEPT_BYTES // 2**20} MiB of files")
-            files[path.relative_to(folder).as_posix()] = data.decode("utf-8", "surrogateescape")
-    return files
 
 
 def image_id(image: str) -> str | None:
@@ -71,7 +59,7 @@ def describe(app: App, repo_text: str) -> dict[str, Any]:
     shown: dict[str, Any] = {"repo": record.repo, "clone_image": clone_image, "environment": None}
     if record.environment is None:
         return shown
-    files = kept_files(environment_dir(app.paths, record.repo))
+    files = environment_files(app.paths, record.repo)
     environment = declared(files)
     if environment is None:
         raise Refused(
@@ -181,7 +169,7 @@ def build_environment(
             "`shadowclone image build`, then build the environment"
         )
     folder = environment_dir(app.paths, repo)
-    environment = declared(kept_files(folder))
+    environment = declared(environment_files(app.paths, repo))
     assert environment is not None
     name, _, digest = tag.partition(":")
     net = ["--network", network] if network else []

@@ -53,6 +53,9 @@ class LimitsConfig:
     daily_cost_usd: float | None = None
     """serve holds queued clones while the clones requested in the last 24 hours have cost
     this much (None: no cap)."""
+    fix_rounds: int = attrs.field(default=1, validator=attrs.validators.in_(range(0, 11)))
+    """How often failing checks of the repository go back to the engine before the work is
+    saved with them failing (0 to 10)."""
 
 
 @attrs.frozen

@@ -270,6 +270,7 @@ class LocalNode:
             ask_timeout_s=self.config.limits.ask_timeout_s,
             stall_timeout_s=self.config.limits.stall_timeout_s,
             check_commands=setup.check_commands,
+            fix_rounds=self.config.limits.fix_rounds,
             strangers_network=NetworkMode(self.config.security.strangers),
             allow_secrets=allow_secrets,
             caps=caps,

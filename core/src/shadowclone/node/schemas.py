@@ -219,6 +219,8 @@ class Request:
     ask_timeout_s: float = attrs.field(default=30 * 60.0, validator=_finite)
     stall_timeout_s: float = attrs.field(default=20 * 60.0, validator=_finite)
     check_commands: tuple[str, ...] = ()
+    fix_rounds: int = 0
+    """How often failing checks go back to the engine (`[limits] fix_rounds`)."""
     mode: RunMode = RunMode.CLONE
     strangers_network: NetworkMode = NetworkMode.MODEL_ONLY
     """The engine's network on an issue written by someone who cannot push (`[security]

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from shadowclone.config.paths import Paths
+from shadowclone.errors import BadInput
 from shadowclone.node import schemas
 from shadowclone.node.schemas import SetupRecord
 
@@ -24,6 +25,25 @@ def environment_dir(paths: Paths, repo_full_name: str) -> Path:
     the repository: what its image is made from."""
     owner, repo = repo_full_name.split("/", 1)
     return paths.setup_dir / owner.lower() / f"{repo.lower()}.environment"
+
+
+MAX_KEPT_BYTES = 64 * 1024 * 1024
+
+
+def environment_files(paths: Paths, repo_full_name: str) -> dict[str, str]:
+    """The environment files setup kept for the repository, by their paths in it (bytes that
+    are not UTF-8 kept as escapes: the image tag hashes them all)."""
+    folder = environment_dir(paths, repo_full_name)
+    files: dict[str, str] = {}
+    total = 0
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            total += len(data)
+            if total > MAX_KEPT_BYTES:
+                raise BadInput(f"{folder}: over {MAX_KEPT_BYTES // 2**20} MiB of files")
+            files[path.relative_to(folder).as_posix()] = data.decode("utf-8", "surrogateescape")
+    return files
 
 
 def keep_environment(paths: Paths, repo_full_name: str, found: Path | None) -> None:

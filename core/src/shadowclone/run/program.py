@@ -158,6 +158,12 @@ class CloneRun:
         self.model_proxy: ModelProxy | None = None
         self.stop = asyncio.Event()
         self._reviews: list[ReviewLine] = []
+        self._checks: set[str] = set()
+        """Review stages that ran the repository's checks: their failures can be fixed."""
+        self._details: dict[str, str] = {}
+        """The last output of each of those stages."""
+        self._fixes = 0
+        """Fix rounds used: failing checks sent back to the engine."""
         """The reviews of the engine's last turn (run between turns, the session open)."""
         self._inbox_closed = False
         self.plan: Plan | None = None
@@ -325,8 +331,21 @@ class CloneRun:
             self._inbox_closed = True
         return True
 
-    async def _reviews_between_turns(self) -> None:
+    async def _reviews_between_turns(self) -> str | None:
+        """Review the turn's result; failing checks of the repository go back to the engine
+        as its next turn, at most `fix_rounds` times (returned for the supervisor to send)."""
         self._reviews = await self._review()
+        failing = [line for line in self._reviews if not line.passed and line.stage in self._checks]
+        if not failing or self._fixes >= self.request.fix_rounds or self.stop.is_set():
+            return None
+        self._fixes += 1
+        self.progress.note(
+            Step.REVIEW,
+            f"the checks failed: they go back to the engine (fix round {self._fixes} of "
+            f"{self.request.fix_rounds})",
+        )
+        details = "\n\n".join(self._details.get(line.stage, line.summary) for line in failing)
+        return FIX_PROMPT.format(details=details)
 
     async def _finish(self, result: EngineResult, reviews: list[ReviewLine]) -> int:
         saved: Saved | None = None
@@ -740,6 +759,9 @@ class CloneRun:
             try:
                 result = await asyncio.to_thread(stage.factory().run, context)
                 line = ReviewLine(stage.name, result.passed, result.summary)
+                if stage.runs_code:
+                    self._checks.add(stage.name)
+                    self._details[stage.name] = result.details or result.summary
             except Exception as error:  # noqa: BLE001 - one broken stage must not sink the clone
                 line = ReviewLine(stage.name, False, f"the stage broke: {error!r}")
             self._review_line(line)
@@ -871,6 +893,12 @@ def scrub_environment(environ: MutableMapping[str, str]) -> None:
         if key not in (CLONE_MARKER, "SHADOWCLONE_SCRIPT"):
             del environ[key]
 
+
+FIX_PROMPT = (
+    "The repository's checks failed on your work. Fix the code so that they pass, then say "
+    "what you changed. Their output:\n\n{details}"
+)
+"""The turn that sends failing checks back to the engine."""
 
 RESUME_PROMPT = (
     "The model provider's usage limit has reset and your session goes on where it stopped: "

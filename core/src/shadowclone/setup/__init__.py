@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from shadowclone.config import Config, Paths
+from shadowclone.environment.declared import declared
 from shadowclone.errors import PluginUnavailable, ShadowcloneError
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import ProgressLine, Request, RunMode, SetupRecord, now
-from shadowclone.node.setups import keep_environment, write_setup
+from shadowclone.node.setups import environment_files, keep_environment, write_setup
 from shadowclone.node.target import Target, parse_repo, same_repo
 from shadowclone.plugin.manager import Registry
 from shadowclone.plugin.types import CloneState, Launcher, LaunchSpec, SecretProviderRegistration
@@ -198,13 +199,19 @@ def setup_repository(
         visibility=report.visibility or "private",
         default_branch=report.default_branch or "main",
         can_push=True,
-        check_commands=tuple(check_commands),
+        check_commands=tuple(dict.fromkeys([*check_commands, *_declared_checks(paths, repo)])),
         image=image,
         environment=report.environment,
     )
     path = write_setup(paths, record)
     summary.add("setup record", True, f"{path} (config version {config.version})")
     return summary.done(f"shadowclone start {repo}#<issue or pull request number>", record=record)
+
+
+def _declared_checks(paths: Paths, repo: str) -> tuple[str, ...]:
+    """The check commands the repository's environment declares (after `--check`'s)."""
+    environment = declared(environment_files(paths, repo))
+    return environment.checks if environment is not None else ()
 
 
 def _keys(registry: Registry, login: SecretProviderRegistration) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from shadowclone.errors import ShadowcloneError
 from shadowclone.node.schemas import InboxKind, InboxLine, Step
 from shadowclone.plugin.types import (
     EngineEvent,
@@ -69,7 +70,7 @@ async def supervise_engine(
     *,
     stop_grace_s: float = STOP_GRACE_S,
     check_s: float | None = None,
-    on_idle: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    on_idle: Callable[[], Coroutine[Any, Any, str | None]] | None = None,
     close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
     caps: CapWatch | None = None,
     on_cap: Callable[[Reached], Coroutine[Any, Any, bool]] | None = None,
@@ -82,9 +83,10 @@ async def supervise_engine(
     the engine may stay silent with no question open. `check_s` is how often the stall clock
     and the open questions are looked at (default: a quarter of the stall timeout, at most 5 s).
     `on_idle` runs each time a turn ends with nothing waiting (the session stays open
-    meanwhile); `close_inbox(taken, force)` is asked before the session is closed: it returns
-    False while an accepted message is not yet among `taken` (unless `force`), and once it
-    returns True no message is accepted any more. `on_cap` runs when one of `caps` is reached
+    meanwhile); the text it may return (failing checks) starts the session's next turn.
+    `close_inbox(taken, force)` is asked before the session is closed: it returns False while
+    an accepted message is not yet among `taken` (unless `force`), and once it returns True
+    no message is accepted any more. `on_cap` runs when one of `caps` is reached
     while the engine works (the stall clock held meanwhile): True goes on, False ends the
     work with the cap named. While `held()` is true the engine waits on purpose (its login's
     usage limit), and the stall clock is held.
@@ -117,7 +119,7 @@ class _Supervisor:
         *,
         stall_timeout_s: float,
         stop_grace_s: float,
-        on_idle: Callable[[], Coroutine[Any, Any, None]] | None = None,
+        on_idle: Callable[[], Coroutine[Any, Any, str | None]] | None = None,
         close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
         caps: CapWatch | None = None,
         on_cap: Callable[[Reached], Coroutine[Any, Any, bool]] | None = None,
@@ -149,7 +151,7 @@ class _Supervisor:
         self.taken: list[str] = []
         self.on_idle = on_idle
         self.close_inbox = close_inbox
-        self.idle: asyncio.Task[None] | None = None
+        self.idle: asyncio.Task[str | None] | None = None
         """The reviews of the last turn, while they run."""
         self.idle_stale = False
         """A message came while `idle` ran: its result is not the last turn's."""
@@ -344,7 +346,7 @@ class _Supervisor:
         self.idle_stale = False
         self.idle = asyncio.create_task(self.on_idle(), name="between turns")
 
-    async def _on_idle_done(self, task: asyncio.Task[None]) -> EngineResult | None:
+    async def _on_idle_done(self, task: asyncio.Task[str | None]) -> EngineResult | None:
         self.idle = None
         error = task.exception()
         if error is not None:
@@ -355,6 +357,15 @@ class _Supervisor:
                 self._start_idle()
             return None
         if self.idle_stale or self.turn_running or self.sending is not None:
+            return None
+        follow_up = task.result()
+        if follow_up:
+            try:
+                await self.session.send(follow_up)
+            except ShadowcloneError as refused:  # Refused: the session is ending
+                return await self._end(Outcome.FAILED, f"the engine took no more work: {refused}")
+            self.turn_running = True
+            self.last_activity = self.loop.time()
             return None
         return await self._close_if_all_taken(force=False)
 
