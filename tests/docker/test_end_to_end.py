@@ -4,6 +4,7 @@ model server. The fakes listen on the host's address on Docker's bridge only."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import signal
@@ -27,6 +28,7 @@ from shadowclone.config import (
     load_config,
     set_value,
 )
+from shadowclone.environment.declared import cache_volumes
 from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
@@ -501,6 +503,33 @@ def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: 
     results = [r for r in world.model.model_requests() if r.contains("mark=declared-variable")]
     assert results, "the declared variable did not reach the engine's shell"
     assert results[0].contains("from-the-dockerfile") and results[0].contains("jq-1.")
+
+
+def test_a_repositorys_package_caches_outlive_its_clones(world: World) -> None:
+    """What one clone's engine leaves in its package cache (npm's, as the image points it), the
+    next clone of the repository finds; the cache is the engine's to write."""
+    world.use("claude")
+    first, second = world.issue("Fill the cache"), world.issue("Read the cache")
+    volumes = cache_volumes("owner/app", ())
+    try:
+        with serving(world.node, SETTINGS):
+            fill = 'echo kept-across-clones > "$npm_config_cache/probe" && echo filled'
+            script(world.model, Shell(fill), Text("Filled."))
+            filled = world.ended(world.node.start(f"owner/app#{first}").id)
+            read = 'cat "$npm_config_cache/probe"; echo "owner=$(stat -c %U "$PIP_CACHE_DIR")"'
+            script(world.model, Shell(read), Text("Read."))
+            clone_id = world.node.start(f"owner/app#{second}").id
+            found = world.ended(clone_id)
+        assert (filled.outcome, found.outcome) == (Outcome.DONE, Outcome.DONE), found
+        seen = [r for r in world.model.model_requests() if r.contains("owner=")]
+        assert seen and seen[0].contains("kept-across-clones"), world.steps(clone_id)
+        assert seen[0].contains("owner=engine")
+        for volume in volumes:  # one per default cache, kept after the clones
+            world.client.volumes.get(volume)
+    finally:
+        for volume in volumes:
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                world.client.volumes.get(volume).remove(force=True)
 
 
 def test_a_review_of_a_strangers_pull_request_runs_the_engine_with_the_network_off(

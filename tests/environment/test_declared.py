@@ -11,9 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from shadowclone.environment.declared import (
+    DEFAULT_CACHES,
     DEVCONTAINER_PATH,
     TOML_PATH,
     Environment,
+    cache_volumes,
     declared,
     image_tag,
     parse_devcontainer,
@@ -104,6 +106,8 @@ def test_a_malformed_devcontainer_is_one_line_naming_the_file_and_the_key(
         ('image = "x"\ncaches = ["relative"]\n', "caches[0]: expected an absolute path"),
         ('image = "x"\ncaches = ["/"]\n', "caches[0]: expected an absolute path"),
         ('image = "x"\ncaches = ["/a/../b"]\n', "caches[0]: expected an absolute path"),
+        ('image = "x"\ncaches = ["/usr/local/bin"]\n', "caches[0]: expected a path outside"),
+        ('image = "x"\ncaches = ["/etc"]\n', "caches[0]: expected a path outside"),
         ('image = "x"\nsetup = "make"\n', "setup: expected a list of at most"),
         ('image = "x"\nchecks = [""]\n', "checks[0]: expected a non-empty string"),
         ('dockerfile = "../../D"\n', "dockerfile: expected a path inside the repository"),
@@ -170,3 +174,14 @@ def test_the_image_tag_is_a_docker_reference_and_follows_its_inputs(
     assert image_tag(repo, image, {**files, "extra": "x"}) != tag or "extra" in files
     for name, text in files.items():
         assert image_tag(repo, image, {**files, name: text + "!"}) != tag
+
+
+@settings(max_examples=100)
+@given(repo=st.text(min_size=1, max_size=40), paths=st.lists(st.text(max_size=10), max_size=4))
+def test_each_repository_and_path_has_its_own_cache_volume(repo: str, paths: list[str]) -> None:
+    volumes = cache_volumes(repo, tuple(paths))
+    assert list(volumes.values())[: len(DEFAULT_CACHES)] == list(DEFAULT_CACHES)
+    assert sorted(volumes.values()) == sorted(set(DEFAULT_CACHES) | set(paths))
+    assert all(re.fullmatch(r"shadowclone-cache-[a-z0-9-]+-[0-9a-f]{12}", v) for v in volumes)
+    assert cache_volumes(repo.upper(), tuple(paths)) == volumes  # one repository, any case
+    assert not set(cache_volumes(repo + "x", tuple(paths))) & set(volumes)

@@ -29,6 +29,10 @@ DEVCONTAINER_PATH = ".devcontainer/devcontainer.json"
 DECLARATIONS = (TOML_PATH, DEVCONTAINER_PATH)
 """Where a repository declares its environment, the one that wins first."""
 
+DEFAULT_CACHES = ("/cache/npm", "/cache/pip", "/cache/uv", "/cache/go", "/cache/cargo")
+"""Where the clone image points npm, pip, uv, Go and Cargo for their caches (its ENV): kept
+per repository for every clone of it, besides the paths an environment declares."""
+
 MAX_ITEMS = 64
 """At most this many commands, variables, arguments or cache paths of one kind."""
 
@@ -113,11 +117,21 @@ def _inside(path: str, key: str, base: str, relative: str) -> str:
     return joined
 
 
+SYSTEM_FOLDERS = (
+    "/bin", "/boot", "/clone", "/dev", "/egress", "/etc", "/lib", "/lib32", "/lib64",
+    "/libx32", "/opt/shadowclone", "/proc", "/run", "/sbin", "/sys", "/usr",
+)  # fmt: skip
+"""Where no cache goes: a volume there would hide the clone's own programs, or hand later
+clones programs an earlier engine wrote."""
+
+
 def _absolute_paths(path: str, key: str, value: object) -> tuple[str, ...]:
     found = _strings(path, key, value)
     for index, item in enumerate(found):
         if not item.startswith("/") or ".." in item.split("/") or item.rstrip("/") == "":
             raise _fail(path, f"{key}[{index}]", "an absolute path in the clone, not /")
+        if any(item == folder or item.startswith(folder + "/") for folder in SYSTEM_FOLDERS):
+            raise _fail(path, f"{key}[{index}]", "a path outside the system's folders")
     return found
 
 
@@ -243,3 +257,16 @@ def image_tag(repo: str, clone_image_id: str, files: Mapping[str, str]) -> str:
         digest.update(len(data).to_bytes(8, "big") + data)
     name = _TAG_UNSAFE.sub("-", repo.lower()).strip("-") or "repository"
     return f"shadowclone-env/{name}:{digest.hexdigest()[:20]}"
+
+
+def cache_volumes(repo: str, paths: tuple[str, ...]) -> dict[str, str]:
+    """The Docker volume of each cache path of `repo`'s clones (the defaults first): volume
+    name -> path in the clone. One volume per repository and path, whatever the letter case
+    of the repository's name."""
+    volumes: dict[str, str] = {}
+    key = repo.casefold()
+    name = _TAG_UNSAFE.sub("-", key).strip("-") or "repository"
+    for path in dict.fromkeys((*DEFAULT_CACHES, *paths)):
+        digest = hashlib.sha256(f"{key}\0{path}".encode("utf-8", "surrogateescape")).hexdigest()
+        volumes[f"shadowclone-cache-{name[:60].strip('-') or 'repository'}-{digest[:12]}"] = path
+    return volumes

@@ -271,6 +271,7 @@ class LocalNode:
             stall_timeout_s=self.config.limits.stall_timeout_s,
             check_commands=setup.check_commands,
             fix_rounds=self.config.limits.fix_rounds,
+            caches=setup.caches,
             strangers_network=NetworkMode(self.config.security.strangers),
             allow_secrets=allow_secrets,
             caps=caps,

@@ -221,6 +221,8 @@ class Request:
     check_commands: tuple[str, ...] = ()
     fix_rounds: int = 0
     """How often failing checks go back to the engine (`[limits] fix_rounds`)."""
+    caches: tuple[str, ...] = ()
+    """The cache paths the repository's environment declares, besides the defaults."""
     mode: RunMode = RunMode.CLONE
     strangers_network: NetworkMode = NetworkMode.MODEL_ONLY
     """The engine's network on an issue written by someone who cannot push (`[security]
@@ -349,6 +351,8 @@ class SetupRecord:
     environment: str | None = None
     """The repository's environment declaration setup found (its files are kept beside this
     record, `node.setups.environment_dir`), or None."""
+    caches: tuple[str, ...] = ()
+    """The cache paths the environment declares."""
     environment_image: str | None = None
     """The image `shadowclone env build` made of that environment: the repository's clones
     run in it. A new setup clears it (the declaration may have changed)."""

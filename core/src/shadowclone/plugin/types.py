@@ -225,6 +225,10 @@ class LaunchSpec:
     memory: str | None = None
     env: Mapping[str, str] = attrs.field(factory=dict)
     """Non-secret variables for the run program (never a secret: those stay in the file)."""
+    caches: Mapping[str, str] = attrs.field(factory=dict)
+    """Package caches kept per repository: volume name -> absolute path in the clone, mounted
+    read-write (a launcher that cannot keep them leaves them out). Empty for a clone whose
+    engine works for a stranger: what it leaves there would reach the owner's next clones."""
 
 
 class CloneState(enum.StrEnum):

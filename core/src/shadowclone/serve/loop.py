@@ -32,6 +32,7 @@ import attrs
 from watchfiles import Change, watch
 
 from shadowclone.config import Config, Paths
+from shadowclone.environment.declared import cache_volumes
 from shadowclone.errors import MalformedFile
 from shadowclone.node import files, schemas
 from shadowclone.node.runfolder import RunFolder, is_clone_id, run_folders
@@ -688,6 +689,11 @@ class Server:
             labels={LABEL_CLONE: clone.id, LABEL_TARGET: request.target.key},
             cpus=self.config.limits.cpus,
             memory=self.config.limits.memory,
+            # A network-off phase works for a stranger: nothing it writes may reach the
+            # owner's next clones.
+            caches=cache_volumes(request.target.repo_full_name, request.caches)
+            if network is NetworkMode.OPEN
+            else {},
         )
 
     # ------------------------------------------------------------------ endings

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from shadowclone.config import Config, Paths
-from shadowclone.environment.declared import declared
+from shadowclone.environment.declared import Environment, declared
 from shadowclone.errors import PluginUnavailable, ShadowcloneError
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import ProgressLine, Request, RunMode, SetupRecord, now
@@ -191,6 +191,7 @@ def setup_repository(
 
     if report.full_name and same_repo(report.full_name, repo):
         repo = report.full_name  # as GitHub spells it: what the clones will show
+    environment = _declared(paths, repo)
     record = SetupRecord(
         repo=repo,
         config_version=config.version,
@@ -199,7 +200,8 @@ def setup_repository(
         visibility=report.visibility or "private",
         default_branch=report.default_branch or "main",
         can_push=True,
-        check_commands=tuple(dict.fromkeys([*check_commands, *_declared_checks(paths, repo)])),
+        check_commands=tuple(dict.fromkeys([*check_commands, *environment.checks])),
+        caches=environment.caches,
         image=image,
         environment=report.environment,
     )
@@ -208,10 +210,9 @@ def setup_repository(
     return summary.done(f"shadowclone start {repo}#<issue or pull request number>", record=record)
 
 
-def _declared_checks(paths: Paths, repo: str) -> tuple[str, ...]:
-    """The check commands the repository's environment declares (after `--check`'s)."""
-    environment = declared(environment_files(paths, repo))
-    return environment.checks if environment is not None else ()
+def _declared(paths: Paths, repo: str) -> Environment:
+    """The environment setup kept for `repo` (an empty one when it declares none)."""
+    return declared(environment_files(paths, repo)) or Environment(source="")
 
 
 def _keys(registry: Registry, login: SecretProviderRegistration) -> list[str]:

@@ -177,6 +177,8 @@ class DockerLauncher:
         }
         if spec.login_state is not None:
             environment[LOGIN_STATE_VARIABLE] = LOGIN_STATE
+        if spec.caches:  # clone-entry hands a cache the image has no folder for to the engine
+            environment["SHADOWCLONE_CACHES"] = ":".join(spec.caches.values())
         options: dict[str, Any] = {}
         mounts = self._mounts(spec)
         if spec.network is NetworkMode.MODEL_ONLY:
@@ -329,6 +331,8 @@ class DockerLauncher:
             )
         if spec.login_state is not None:
             mounts.append(Mount(LOGIN_STATE, str(self._login_state(spec.login_state)), type="bind"))
+        # A new volume starts with what the image holds at its path (owner and mode too).
+        mounts += [Mount(path, volume, type="volume") for volume, path in spec.caches.items()]
         return mounts
 
     def _login_state(self, folder: Path) -> Path:
