@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import skip_or_fail
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-DOCKER = {"docker_start.py"}
+DOCKER = {"docker_start.py", "env_ready.py"}
 """Benchmarks that need the Docker engine and the clone image (as the Docker tests do)."""
 
 
