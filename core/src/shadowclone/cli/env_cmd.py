@@ -14,7 +14,7 @@ import attrs
 import click
 
 from shadowclone.cli.app import App, emit_json, json_option, pass_app
-from shadowclone.cli.image_cmd import build_image
+from shadowclone.cli.image_cmd import build_image, ca_cert_option
 from shadowclone.config import load_config
 from shadowclone.environment.declared import Environment, declared, image_tag
 from shadowclone.errors import Refused, ShadowcloneError
@@ -204,13 +204,7 @@ def build_environment(
     show_default=True,
     help="The network of the build's steps ('default' for Docker's own).",
 )
-@click.option(
-    "--ca-cert",
-    "ca_certs",
-    multiple=True,
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="A PEM certificate authority to trust inside the image (a TLS-inspecting proxy).",
-)
+@ca_cert_option
 @pass_app
 def build(app: App, repo: str, network: str, ca_certs: tuple[Path, ...]) -> None:
     """Build the image of REPO's environment ahead of its first clone (once per change of

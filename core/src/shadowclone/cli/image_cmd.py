@@ -344,6 +344,16 @@ def build_image(
                 )
 
 
+ca_cert_option = click.option(
+    "--ca-cert",
+    "ca_certs",
+    multiple=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="A PEM certificate authority to trust inside the image (a TLS-inspecting proxy).",
+)
+"""Extra certificate authorities for a build's downloads (`image build`, `env build`)."""
+
+
 @click.group()
 def image() -> None:
     """The clone image: build it here if you do not pull the published one."""
@@ -384,13 +394,7 @@ def image() -> None:
     show_default=True,
     help="Name of the demo image (with --demo).",
 )
-@click.option(
-    "--ca-cert",
-    "ca_certs",
-    multiple=True,
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="A PEM certificate authority to trust inside the image (a TLS-inspecting proxy).",
-)
+@ca_cert_option
 @pass_app
 def build(
     app: App,

@@ -520,20 +520,24 @@ class CloneRun:
             return False  # another request of the session being ended
         if session is not None and not self._consulting:
             self._resume_at, self._scheduled_at = reset, now()
-            local = reset.astimezone()
-            wait = max(0.0, (reset - now()).total_seconds())
-            self.progress.scheduled(
-                f"the {self.request.login} login's usage limit is reached: the engine ends "
-                f"now and resumes its session at {local:%H:%M:%S} (in {wait:.0f} s)",
-                reset,
-            )
-            self.caps.pause()
+            self._scheduled(reset, "the engine ends now and resumes its session at {at}")
             # A task of its own: the engine hanging up cancels this request's handling, and
             # must not cancel the stop with it.
             self._ending = asyncio.create_task(session.stop(), name="end for the usage limit")
             await asyncio.shield(self._ending)
             return False
         return await self._hold_request(reset)
+
+    def _scheduled(self, reset: datetime, what: str) -> None:
+        """Say the clone is scheduled until `reset` (`what` names the time as {at}), and hold
+        the caps' clock meanwhile."""
+        wait = max(0.0, (reset - now()).total_seconds())
+        at = f"{reset.astimezone():%H:%M:%S} (in {wait:.0f} s)"
+        self.progress.scheduled(
+            f"the {self.request.login} login's usage limit is reached: {what.format(at=at)}",
+            reset,
+        )
+        self.caps.pause()
 
     async def _until_reset(self, reset: datetime, since: datetime) -> None:
         """Return at `reset`, or earlier when the owner stops the clone or resumes it after
@@ -547,14 +551,7 @@ class CloneRun:
         ends the wait. True: send it again."""
         since = now()
         if not self._held:
-            local = reset.astimezone()
-            wait = max(0.0, (reset - now()).total_seconds())
-            self.progress.scheduled(
-                f"the {self.request.login} login's usage limit is reached: the engine waits "
-                f"until {local:%H:%M:%S} (in {wait:.0f} s) and then goes on in the same session",
-                reset,
-            )
-            self.caps.pause()
+            self._scheduled(reset, "the engine waits until {at} and then goes on")
         self._held += 1
         try:
             await self._until_reset(reset, since)
