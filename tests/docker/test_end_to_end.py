@@ -464,7 +464,8 @@ ENVIRONMENT_FILES = {
         {
             "build": {"dockerfile": "Dockerfile", "args": {"GREETING": "from-the-dockerfile"}},
             "postCreateCommand": "jq --version > /etc/jq-version",
-            "containerEnv": {"ENV_MARK": "declared-variable"},
+            # As written: nothing expanded or unescaped on the way into the image.
+            "containerEnv": {"ENV_MARK": 'declared-variable $HOME "quoted" back\\slash'},
         }
     ),
     ".devcontainer/Dockerfile": (
@@ -493,14 +494,15 @@ def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: 
     assert describe(app, "owner/app")["built"] is True
     assert build_environment(app, "owner/app", "host") == tag  # built once: the same image
     number = world.issue("Use the toolchain")
-    probe = "jq --version; cat /etc/jq-version /etc/greeting; echo mark=$ENV_MARK"
+    probe = 'jq --version; cat /etc/jq-version /etc/greeting; printf "mark=%s\\n" "$ENV_MARK"'
     script(world.model, Shell(probe), Text("Done."))
     with serving(world.node, SETTINGS):
         clone_id = world.node.start(f"owner/app#{number}").id
         record = world.ended(clone_id)
     assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), world.steps(clone_id)
     assert RunFolder(world.paths.clones_dir / clone_id).request().image == tag
-    results = [r for r in world.model.model_requests() if r.contains("mark=declared-variable")]
+    declared = 'mark=declared-variable $HOME "quoted" back\\slash'
+    results = [r for r in world.model.model_requests() if r.contains(declared)]
     assert results, "the declared variable did not reach the engine's shell"
     assert results[0].contains("from-the-dockerfile") and results[0].contains("jq-1.")
 

@@ -84,6 +84,7 @@ def test_environment_toml_wins_over_a_devcontainer() -> None:
         ('{"build": {"dockerfile": "/D"}}', "build.dockerfile: expected a path relative"),
         ('{"image": "x", "containerEnv": {"A B": "1"}}', "containerEnv.A B: expected a variable"),
         ('{"image": "x", "containerEnv": {"A": 1}}', "containerEnv.A: expected a string"),
+        ('{"image": "x", "containerEnv": {"A": "1\\n2"}}', "containerEnv.A: expected a value on"),
         ('{"image": "x", "onCreateCommand": 3}', "onCreateCommand: expected a command"),
         ('{"image": "x", "postCreateCommand": {"a": [1]}}', "postCreateCommand.a[0]: expected"),
         ('{"image": "x",,}', "devcontainer.json: not valid JSON with comments"),

@@ -381,3 +381,44 @@ async def test_a_message_during_the_reviews_starts_a_new_turn_and_the_reviews_ru
     assert result == EngineResult(Outcome.DONE, "", "next turn: and this", taken=("m1", "m2"))
     assert asked[-1] == (frozenset({"m1", "m2"}), False)
     assert session.closed
+
+
+async def test_the_reviews_follow_up_is_made_only_when_sent(
+    folder: RunFolder, progress: ProgressWriter
+) -> None:
+    """The reviews' follow-up (failing checks) starts the next turn of the session; one whose
+    reviews a message made stale is never made (a fix round counts only once sent)."""
+    session = FakeSession(TurnEndedEvent())
+    session.on_send = lambda message: session.emit(TextEvent(f"did: {message}"), TurnEndedEvent())
+    inbox: asyncio.Queue[InboxLine] = asyncio.Queue()
+    made: list[int] = []
+    reviews = 0
+
+    async def delivered() -> AsyncIterator[InboxLine]:
+        while True:
+            yield await inbox.get()
+
+    async def review() -> Callable[[], str] | None:
+        nonlocal reviews
+        reviews += 1
+        if reviews == 1:  # a message comes while these reviews run: their follow-up is stale
+            inbox.put_nowait(InboxLine(id="m1", kind=InboxKind.MESSAGE, text="a message"))
+            await asyncio.sleep(0.05)
+        if reviews > 2:
+            return None
+
+        def follow_up() -> str:
+            made.append(reviews)
+            return f"fix {reviews}"
+
+        return follow_up
+
+    result = await asyncio.wait_for(
+        supervise_engine(
+            session, progress, delivered(), asyncio.Event(), 60.0, check_s=0.05, on_idle=review
+        ),
+        30,
+    )
+    assert session.sent == ["a message", "fix 2"]
+    assert made == [2], "the stale follow-up was made"
+    assert result.outcome is Outcome.DONE and result.last_text == "did: fix 2"

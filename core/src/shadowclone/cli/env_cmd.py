@@ -18,6 +18,7 @@ from shadowclone.cli.image_cmd import build_image, ca_cert_option
 from shadowclone.config import load_config
 from shadowclone.environment.declared import Environment, declared, image_tag
 from shadowclone.errors import Refused, ShadowcloneError
+from shadowclone.node.schemas import SetupRecord
 from shadowclone.node.setups import (
     environment_dir,
     environment_files,
@@ -48,7 +49,22 @@ def image_id(image: str) -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
-def describe(app: App, repo_text: str) -> dict[str, Any]:
+@attrs.frozen
+class Kept:
+    """A set-up repository and the environment setup kept for it."""
+
+    record: SetupRecord
+    clone_image: str
+    files: dict[str, str]
+    environment: Environment | None
+
+    def tag(self) -> str | None:
+        """The environment image's tag, or None while the clone image is not here."""
+        clone_id = image_id(self.clone_image)
+        return image_tag(self.record.repo, clone_id, self.files) if clone_id else None
+
+
+def kept(app: App, repo_text: str) -> Kept:
     owner, name = parse_repo(repo_text)
     repo = f"{owner}/{name}"
     record = read_setup(app.paths, repo)
@@ -56,9 +72,8 @@ def describe(app: App, repo_text: str) -> dict[str, Any]:
         raise Refused(f"{repo} is not set up here: run `shadowclone setup {repo}` first")
     config, _ = load_config(app.paths)
     clone_image = record.image or config.image
-    shown: dict[str, Any] = {"repo": record.repo, "clone_image": clone_image, "environment": None}
     if record.environment is None:
-        return shown
+        return Kept(record, clone_image, {}, None)
     files = environment_files(app.paths, record.repo)
     environment = declared(files)
     if environment is None:
@@ -66,8 +81,20 @@ def describe(app: App, repo_text: str) -> dict[str, Any]:
             f"setup kept no environment files for {record.repo}: run `shadowclone setup "
             f"{record.repo}` again"
         )
-    clone_id = image_id(clone_image)
-    tag = image_tag(record.repo, clone_id, files) if clone_id else None
+    return Kept(record, clone_image, files, environment)
+
+
+def describe(app: App, repo_text: str) -> dict[str, Any]:
+    found = kept(app, repo_text)
+    shown: dict[str, Any] = {
+        "repo": found.record.repo,
+        "clone_image": found.clone_image,
+        "environment": None,
+    }
+    environment = found.environment
+    if environment is None:
+        return shown
+    tag = found.tag()
     shown.update(
         environment=environment.source,
         image=environment.image,
@@ -80,7 +107,7 @@ def describe(app: App, repo_text: str) -> dict[str, Any]:
         checks=list(environment.checks),
         caches=list(environment.caches),
         ignored=list(environment.ignored),
-        files=sorted(files),
+        files=sorted(found.files),
         tag=tag,
         built=None if tag is None else image_id(tag) is not None,
     )
@@ -147,10 +174,16 @@ def final_dockerfile(base: str, environment: Environment) -> str:
     """The last layer: the environment's variables, then its setup commands, as root with
     the network on; nothing of the owner's secrets is there to read."""
     lines = [f"FROM {base}", "USER root"]
-    lines += [f"ENV {name}={json.dumps(value)}" for name, value in environment.env.items()]
+    lines += [f"ENV {name}={_quoted(value)}" for name, value in environment.env.items()]
     lines += [f"RUN {json.dumps(['/bin/sh', '-c', command])}" for command in environment.setup]
     lines.append(f"LABEL io.shadowclone.environment={json.dumps(environment.source)}")
     return "\n".join(lines) + "\n"
+
+
+def _quoted(value: str) -> str:
+    """`value` as a Dockerfile ENV value: quoted, with nothing expanded (`$`) or escaped."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    return f'"{escaped}"'
 
 
 def build_environment(
@@ -158,22 +191,20 @@ def build_environment(
 ) -> str:
     """Build the image of the repository's environment (if it is not there yet) and make it
     the image of the repository's clones; returns its tag."""
-    shown = describe(app, repo_text)
-    repo = shown["repo"]
-    if shown["environment"] is None:
+    found = kept(app, repo_text)
+    repo, environment = found.record.repo, found.environment
+    if environment is None:
         raise Refused(f"{repo} declares no environment: its clones run in the clone image")
-    tag: str | None = shown["tag"]
+    tag = found.tag()
     if tag is None:
         raise Refused(
-            f"the clone image {shown['clone_image']} is not on this machine: build it with "
+            f"the clone image {found.clone_image} is not on this machine: build it with "
             "`shadowclone image build`, then build the environment"
         )
     folder = environment_dir(app.paths, repo)
-    environment = declared(environment_files(app.paths, repo))
-    assert environment is not None
     name, _, digest = tag.partition(":")
     net = ["--network", network] if network else []
-    if not shown["built"]:
+    if image_id(tag) is None:
         base = environment.image
         if environment.dockerfile is not None:
             base = f"{name}:{digest}-base"
@@ -190,9 +221,7 @@ def build_environment(
         with tempfile.TemporaryDirectory(prefix="shadowclone-env-") as context_dir:
             (Path(context_dir) / "Dockerfile").write_text(final_dockerfile(clone, environment))
             _docker(["build", *net, "--tag", tag, context_dir], f"{repo}'s environment")
-    record = read_setup(app.paths, repo)
-    assert record is not None
-    write_setup(app.paths, attrs.evolve(record, environment_image=tag))
+    write_setup(app.paths, attrs.evolve(found.record, environment_image=tag))
     return tag
 
 

@@ -102,6 +102,8 @@ def _table(path: str, key: str, value: object, names: bool = False) -> dict[str,
             raise _fail(path, f"{key}.{name}", "a variable name (letters, digits, _)")
         if not isinstance(item, str) or "\0" in item:
             raise _fail(path, f"{key}.{name}", "a string")
+        if names and ("\n" in item or "\r" in item):
+            raise _fail(path, f"{key}.{name}", "a value on one line")
         table[name] = item
     return table
 

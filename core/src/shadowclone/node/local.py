@@ -461,6 +461,10 @@ class LocalNode:
         """The logins serve holds back for an overload: how many of their clones may run."""
         if serve_lock.running(self.paths) is None:
             return {}
+        return self._throttles()
+
+    def _throttles(self) -> dict[str, int]:
+        """What serve last wrote of its holds (the caller knows serve runs)."""
         try:
             return dict(read(self.paths.throttles_file, Throttles).limits)
         except FileNotFoundError:
@@ -499,35 +503,30 @@ class LocalNode:
             )
         with contextlib.suppress(OSError, MalformedFile):
             request = RunFolder(self.paths.clones_dir / view.id).request()
-            for other in launched:
-                theirs = RunFolder(self.paths.clones_dir / other.id).request()
-                record = RunFolder(self.paths.clones_dir / other.id).record()
-                until = record.scheduled_until if record else None
-                if theirs.login == request.login and until is not None and until > self.clock():
+            # The launched clones of the same login, each request read once.
+            same = [
+                other
+                for other in launched
+                if RunFolder(self.paths.clones_dir / other.id).request().login == request.login
+            ]
+            for other in same:
+                until = other.scheduled_until
+                if until is not None and until > self.clock():
                     return (
                         f"its login {request.login}, whose usage limit resets at "
                         f"{until.astimezone():%H:%M:%S} (clone {other.id} waits for it)"
                     )
-            held = self.throttles().get(request.login)
-            if held is not None:
-                mine = sum(
-                    1
-                    for other in launched
-                    if RunFolder(self.paths.clones_dir / other.id).request().login == request.login
+            held = self._throttles().get(request.login)
+            if held is not None and len(same) >= held:
+                return (
+                    f"its login {request.login}, whose provider is overloaded: serve runs at "
+                    f"most {held} of its clones for now ({len(same)} running)"
                 )
-                if mine >= held:
-                    return (
-                        f"its login {request.login}, whose provider is overloaded: serve runs "
-                        f"at most {held} of its clones for now ({mine} running)"
-                    )
-            if request.one_at_a_time:
-                for other in launched:
-                    theirs = RunFolder(self.paths.clones_dir / other.id).request()
-                    if theirs.login == request.login:
-                        return (
-                            f"its login {request.login}, which runs one clone at a time: "
-                            f"clone {other.id} has it"
-                        )
+            if request.one_at_a_time and same:
+                return (
+                    f"its login {request.login}, which runs one clone at a time: clone "
+                    f"{same[0].id} has it"
+                )
         return f"serve to launch it{queue}"
 
     def list(self, include_all: bool = False, limit: int = DEFAULT_LIST_LIMIT) -> Listing:

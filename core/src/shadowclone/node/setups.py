@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 from shadowclone.config.paths import Paths
@@ -30,13 +31,17 @@ def environment_dir(paths: Paths, repo_full_name: str) -> Path:
 MAX_KEPT_BYTES = 64 * 1024 * 1024
 
 
-def environment_files(paths: Paths, repo_full_name: str) -> dict[str, str]:
-    """The environment files setup kept for the repository, by their paths in it (bytes that
-    are not UTF-8 kept as escapes: the image tag hashes them all)."""
+def environment_files(
+    paths: Paths, repo_full_name: str, only: Collection[str] | None = None
+) -> dict[str, str]:
+    """The environment files setup kept for the repository (those of `only`, when given), by
+    their paths in it (bytes that are not UTF-8 kept as escapes: the image tag hashes them
+    all)."""
     folder = environment_dir(paths, repo_full_name)
+    found = folder.rglob("*") if only is None else (folder / name for name in only)
     files: dict[str, str] = {}
     total = 0
-    for path in sorted(folder.rglob("*")):
+    for path in sorted(found):
         if path.is_file() and not path.is_symlink():
             data = path.read_bytes()
             total += len(data)

@@ -59,20 +59,23 @@ def fetch_environment(client: GithubClient, repo: str, into: Path) -> str | None
     repository declares none. A malformed declaration, or a context over the bounds, is a
     one-line `BadInput`."""
     texts: dict[str, str] = {}
-    for path in DECLARATIONS:
+    for path in DECLARATIONS:  # the first found wins: the others are not read
         data = client.contents(repo, path)
         if isinstance(data, bytes):
             try:
                 texts[path] = data.decode("utf-8")
             except UnicodeDecodeError:
                 raise BadInput(f"{path}: expected UTF-8 text") from None
+            break
     environment = declared(texts)
     if environment is None:
         return None
-    wanted: dict[str, bytes] = {environment.source: texts[environment.source].encode()}
+    fetched = {environment.source: texts[environment.source].encode()}
     if environment.dockerfile is not None:
-        folders = [environment.context]
+        wanted = {environment.dockerfile}
+        folders, listed_folders = [environment.context], 0
         while folders:
+            listed_folders += 1
             listed = client.contents(repo, folders.pop())
             if isinstance(listed, bytes):
                 raise BadInput(f"{environment.source}: the build context is a file, not a folder")
@@ -80,15 +83,14 @@ def fetch_environment(client: GithubClient, repo: str, into: Path) -> str | None
                 if entry.kind == "dir":
                     folders.append(entry.path)
                 elif entry.kind == "file":
-                    wanted[entry.path] = b""
-            if len(wanted) > MAX_CONTEXT_FILES:
+                    wanted.add(entry.path)
+            if len(wanted) + listed_folders > MAX_CONTEXT_FILES:
                 raise BadInput(
                     f"{environment.source}: the build context {environment.context} holds over "
-                    f"{MAX_CONTEXT_FILES} files"
+                    f"{MAX_CONTEXT_FILES} files and folders"
                 )
-        wanted.setdefault(environment.dockerfile, b"")
         total = 0
-        for path in [path for path, data in wanted.items() if not data]:
+        for path in sorted(wanted - fetched.keys()):
             data = client.contents(repo, path)
             if not isinstance(data, bytes):
                 raise BadInput(f"{environment.source}: {path} is not a file of the repository")
@@ -98,8 +100,8 @@ def fetch_environment(client: GithubClient, repo: str, into: Path) -> str | None
                     f"{environment.source}: the build context holds over "
                     f"{MAX_CONTEXT_BYTES // 2**20} MiB"
                 )
-            wanted[path] = data
-    for path, data in wanted.items():
+            fetched[path] = data
+    for path, data in fetched.items():
         target = (into / path).resolve()
         if not target.is_relative_to(into.resolve()):
             raise BadInput(f"{environment.source}: {path} lies outside the repository")

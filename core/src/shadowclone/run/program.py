@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import functools
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from datetime import datetime
 from pathlib import Path
 from typing import NoReturn
@@ -158,13 +158,13 @@ class CloneRun:
         self.model_proxy: ModelProxy | None = None
         self.stop = asyncio.Event()
         self._reviews: list[ReviewLine] = []
-        self._checks: set[str] = set()
-        """Review stages that ran the repository's checks: their failures can be fixed."""
-        self._details: dict[str, str] = {}
-        """The last output of each of those stages."""
+        """The reviews of the engine's last turn (run between turns, the session open)."""
+        self._failed_checks: list[str] = []
+        """The output of the last reviews' failing stages that ran the repository's checks."""
         self._fixes = 0
         """Fix rounds used: failing checks sent back to the engine."""
-        """The reviews of the engine's last turn (run between turns, the session open)."""
+        self._taken_earlier: tuple[str, ...] = ()
+        """Messages earlier sessions took (a usage limit ended them): taken all the same."""
         self._inbox_closed = False
         self.plan: Plan | None = None
         self.workspace: Workspace | None = None
@@ -308,18 +308,13 @@ class CloneRun:
         self.close_inbox(frozenset(result.taken), force=True)
         return result, self._reviews if result.outcome is Outcome.DONE else []
 
-    def _close_inbox_after(
-        self, before: frozenset[str], taken: frozenset[str], force: bool
-    ) -> bool:
-        """`close_inbox` for a resumed session: what the earlier sessions took counts too."""
-        return self.close_inbox(taken | before, force)
-
     def close_inbox(self, taken: frozenset[str], force: bool) -> bool:
         """Take no more messages, unless one accepted has not reached the engine yet (then
         False, and the engine's session stays open for it); `force` closes regardless.
         Under the inbox lock, which `send` holds to check and append."""
         if self._inbox_closed:
             return True
+        taken |= frozenset(self._taken_earlier)
         with files.lock_for(self.folder.inbox_file):
             inbox, _, _ = self.folder.inbox()
             waiting = [
@@ -331,21 +326,26 @@ class CloneRun:
             self._inbox_closed = True
         return True
 
-    async def _reviews_between_turns(self) -> str | None:
+    async def _reviews_between_turns(self) -> Callable[[], str] | None:
         """Review the turn's result; failing checks of the repository go back to the engine
-        as its next turn, at most `fix_rounds` times (returned for the supervisor to send)."""
+        as its next turn, at most `fix_rounds` times. Returned as the follow-up the supervisor
+        makes when it sends it (it drops one whose reviews a message made stale): a round
+        counts only once it is sent."""
         self._reviews = await self._review()
-        failing = [line for line in self._reviews if not line.passed and line.stage in self._checks]
-        if not failing or self._fixes >= self.request.fix_rounds or self.stop.is_set():
+        if not self._failed_checks or self._fixes >= self.request.fix_rounds or self.stop.is_set():
             return None
-        self._fixes += 1
-        self.progress.note(
-            Step.REVIEW,
-            f"the checks failed: they go back to the engine (fix round {self._fixes} of "
-            f"{self.request.fix_rounds})",
-        )
-        details = "\n\n".join(self._details.get(line.stage, line.summary) for line in failing)
-        return FIX_PROMPT.format(details=details)
+        details = "\n\n".join(self._failed_checks)
+
+        def follow_up() -> str:
+            self._fixes += 1
+            self.progress.note(
+                Step.REVIEW,
+                f"the checks failed: they go back to the engine (fix round {self._fixes} of "
+                f"{self.request.fix_rounds})",
+            )
+            return FIX_PROMPT.format(details=details)
+
+        return follow_up
 
     async def _finish(self, result: EngineResult, reviews: list[ReviewLine]) -> int:
         saved: Saved | None = None
@@ -625,14 +625,12 @@ class CloneRun:
         self.progress.note(Step.ENGINE, f"starting {self.request.engine}")
         task = await self._task(prompt, web_tools=self.plan.mode is not Mode.REVIEW)
         self.caps = CapWatch(self.request.caps)
-        taken: list[str] = []
         while True:
             session = priced(
                 await self.registry.engine(self.request.engine).factory().launch(task),
                 self.request.price,
             )
-            messages = delivered(self.folder, kinds={InboxKind.MESSAGE}, taken=taken)
-            before = frozenset(taken)
+            messages = delivered(self.folder, kinds={InboxKind.MESSAGE}, taken=self._taken_earlier)
             self._working = session
             try:
                 async with contextlib.aclosing(messages):
@@ -643,7 +641,7 @@ class CloneRun:
                         self.stop,
                         self.request.stall_timeout_s,
                         on_idle=self._reviews_between_turns,
-                        close_inbox=functools.partial(self._close_inbox_after, before),
+                        close_inbox=self.close_inbox,
                         caps=self.caps,
                         on_cap=self._on_cap,
                         # Held at the proxy, or being ended for the usage limit: no stall.
@@ -651,20 +649,23 @@ class CloneRun:
                     )
             finally:
                 self._working = None
-            taken += result.taken
-            result = attrs.evolve(result, taken=tuple(taken))
+            self._taken_earlier = tuple(dict.fromkeys([*self._taken_earlier, *result.taken]))
+            result = attrs.evolve(result, taken=self._taken_earlier)
             reset, self._resume_at = self._resume_at, None
             ending, self._ending = self._ending, None
             if ending is not None:
                 await asyncio.gather(ending, return_exceptions=True)
             if reset is None or self.stop.is_set():
                 return result
-            resume = session.session_id
-            if not resume:
+            resume = session.session_id or ""
+            if not SESSION_ID.fullmatch(resume):
+                # It goes on the engine's command line: nothing the engine printed may be read
+                # there as an option.
                 return attrs.evolve(
                     result,
                     outcome=Outcome.FAILED,
-                    detail="the usage limit ended the engine, which named no session to resume",
+                    detail="the usage limit ended the engine, which named no session to resume "
+                    f"(it said {resume[:80]!r})",
                 )
             await self._until_reset(reset, self._scheduled_at)
             self.caps.resume()
@@ -742,6 +743,7 @@ class CloneRun:
                 self.workspace.commit_engine_work, f"shadowclone: work on #{self.plan.number}"
             )
         lines: list[ReviewLine] = []
+        self._failed_checks = []
         for stage in self.registry.review_stages():
             if self.stop.is_set():
                 self.progress.note(Step.REVIEW, "stop requested: skipping the remaining reviews")
@@ -756,9 +758,8 @@ class CloneRun:
             try:
                 result = await asyncio.to_thread(stage.factory().run, context)
                 line = ReviewLine(stage.name, result.passed, result.summary)
-                if stage.runs_code:
-                    self._checks.add(stage.name)
-                    self._details[stage.name] = result.details or result.summary
+                if stage.runs_code and not result.passed:
+                    self._failed_checks.append(result.details or result.summary)
             except Exception as error:  # noqa: BLE001 - one broken stage must not sink the clone
                 line = ReviewLine(stage.name, False, f"the stage broke: {error!r}")
             self._review_line(line)
@@ -896,6 +897,9 @@ FIX_PROMPT = (
     "what you changed. Their output:\n\n{details}"
 )
 """The turn that sends failing checks back to the engine."""
+
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+"""What an engine's session id may look like (a UUID, for both engines) to be resumed."""
 
 RESUME_PROMPT = (
     "The model provider's usage limit has reset and your session goes on where it stopped: "

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from shadowclone.config import Config, Paths
-from shadowclone.environment.declared import Environment, declared
+from shadowclone.environment.declared import DECLARATIONS, Environment, declared
 from shadowclone.errors import PluginUnavailable, ShadowcloneError
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import ProgressLine, Request, RunMode, SetupRecord, now
@@ -212,7 +212,8 @@ def setup_repository(
 
 def _declared(paths: Paths, repo: str) -> Environment:
     """The environment setup kept for `repo` (an empty one when it declares none)."""
-    return declared(environment_files(paths, repo)) or Environment(source="")
+    kept = environment_files(paths, repo, only=DECLARATIONS)
+    return declared(kept) or Environment(source="")
 
 
 def _keys(registry: Registry, login: SecretProviderRegistration) -> list[str]:

@@ -42,6 +42,9 @@ from shadowclone.run.progress import OpenQuestions, ProgressWriter
 
 log = logging.getLogger(__name__)
 
+FollowUp = Callable[[], str]
+"""What the reviews between turns give the engine next: called as it is sent."""
+
 STOP_GRACE_S = 30.0
 """How long a session may take to stop, or to say it finished after being stopped."""
 
@@ -70,7 +73,7 @@ async def supervise_engine(
     *,
     stop_grace_s: float = STOP_GRACE_S,
     check_s: float | None = None,
-    on_idle: Callable[[], Coroutine[Any, Any, str | None]] | None = None,
+    on_idle: Callable[[], Coroutine[Any, Any, FollowUp | None]] | None = None,
     close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
     caps: CapWatch | None = None,
     on_cap: Callable[[Reached], Coroutine[Any, Any, bool]] | None = None,
@@ -83,7 +86,8 @@ async def supervise_engine(
     the engine may stay silent with no question open. `check_s` is how often the stall clock
     and the open questions are looked at (default: a quarter of the stall timeout, at most 5 s).
     `on_idle` runs each time a turn ends with nothing waiting (the session stays open
-    meanwhile); the text it may return (failing checks) starts the session's next turn.
+    meanwhile); the follow-up it may return (failing checks) makes the session's next turn
+    when it is sent, which it is not when a message made those reviews stale.
     `close_inbox(taken, force)` is asked before the session is closed: it returns False while
     an accepted message is not yet among `taken` (unless `force`), and once it returns True
     no message is accepted any more. `on_cap` runs when one of `caps` is reached
@@ -119,7 +123,7 @@ class _Supervisor:
         *,
         stall_timeout_s: float,
         stop_grace_s: float,
-        on_idle: Callable[[], Coroutine[Any, Any, str | None]] | None = None,
+        on_idle: Callable[[], Coroutine[Any, Any, FollowUp | None]] | None = None,
         close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
         caps: CapWatch | None = None,
         on_cap: Callable[[Reached], Coroutine[Any, Any, bool]] | None = None,
@@ -151,7 +155,7 @@ class _Supervisor:
         self.taken: list[str] = []
         self.on_idle = on_idle
         self.close_inbox = close_inbox
-        self.idle: asyncio.Task[str | None] | None = None
+        self.idle: asyncio.Task[FollowUp | None] | None = None
         """The reviews of the last turn, while they run."""
         self.idle_stale = False
         """A message came while `idle` ran: its result is not the last turn's."""
@@ -346,7 +350,7 @@ class _Supervisor:
         self.idle_stale = False
         self.idle = asyncio.create_task(self.on_idle(), name="between turns")
 
-    async def _on_idle_done(self, task: asyncio.Task[str | None]) -> EngineResult | None:
+    async def _on_idle_done(self, task: asyncio.Task[FollowUp | None]) -> EngineResult | None:
         self.idle = None
         error = task.exception()
         if error is not None:
@@ -359,9 +363,9 @@ class _Supervisor:
         if self.idle_stale or self.turn_running or self.sending is not None:
             return None
         follow_up = task.result()
-        if follow_up:
+        if follow_up is not None:
             try:
-                await self.session.send(follow_up)
+                await self.session.send(follow_up())
             except ShadowcloneError as refused:  # Refused: the session is ending
                 return await self._end(Outcome.FAILED, f"the engine took no more work: {refused}")
             self.turn_running = True
