@@ -479,28 +479,49 @@ ENVIRONMENT_FILES = {
 
 def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: World) -> None:
     """A devcontainer whose Dockerfile installs a Debian package: setup (its check clone in
-    Docker) keeps the declaration, `env build` makes the image once, and a clone of the
-    repository runs the real engine in it: the package, the build argument, the setup
-    command's file and the declared variable are all there."""
+    Docker) keeps the declaration; serve builds the image before the first clone's launch
+    (the clone shows `preparing` with the build's steps), and the clone runs the real engine
+    in it: the package, the build argument, the setup command's file and the declared
+    variable are all there. The next clone and `env build` find the image: no build."""
     world.use("claude")
     world.github.commit("owner/app", "main", ENVIRONMENT_FILES, author="owner")
+    # This machine's extra certificate authorities, as scripts/build-image trusts them.
+    authorities = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
+    set_value(world.paths, "environment.ca_certs", json.dumps([str(a) for a in authorities]))
     config, _ = load_config(world.paths)
     summary = setup_repository(config, world.paths, load_registry(), "owner/app", engine="claude")
     assert summary.ok, summary
     app = App(paths=world.paths)
-    # This machine's extra certificate authorities, as scripts/build-image trusts them.
-    authorities = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
-    tag = build_environment(app, "owner/app", "host", authorities)
-    assert describe(app, "owner/app")["built"] is True
-    assert build_environment(app, "owner/app", "host") == tag  # built once: the same image
-    number = world.issue("Use the toolchain")
+    tag = describe(app, "owner/app")["tag"]
+    with contextlib.suppress(docker.errors.ImageNotFound):  # left by an earlier run
+        world.client.images.remove(tag, force=True)
+    assert describe(app, "owner/app")["built"] is False
+    first, second = world.issue("Use the toolchain"), world.issue("Use it again")
     probe = 'jq --version; cat /etc/jq-version /etc/greeting; printf "mark=%s\\n" "$ENV_MARK"'
     script(world.model, Shell(probe), Text("Done."))
+    seen: set[State] = set()
     with serving(world.node, SETTINGS):
-        clone_id = world.node.start(f"owner/app#{number}").id
-        record = world.ended(clone_id)
+        clone_id = world.node.start(f"owner/app#{first}").id
+
+        def ended() -> Record | None:
+            record = world.record(clone_id)
+            if record is not None:
+                seen.add(record.state)
+            return record if record is not None and not record.state.active else None
+
+        record = wait_for(ended, "the first clone, its environment built", timeout_s=1200)
+        script(world.model, Text("Done again."))
+        again = world.ended(world.node.start(f"owner/app#{second}").id)
     assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), world.steps(clone_id)
-    assert RunFolder(world.paths.clones_dir / clone_id).request().image == tag
+    assert State.PREPARING in seen
+    assert (record.image, again.image) == (tag, tag)
+    building = [line for line in world.steps(clone_id) if line.startswith("building the env")]
+    assert building and f"built {tag}" in world.steps(clone_id)
+    steps = [line for line in world.steps(clone_id) if line.startswith(("#", "Step "))]
+    assert any("apt-get" in line for line in steps), world.steps(clone_id)
+    assert not [line for line in world.steps(again.id) if line.startswith("building")]
+    assert describe(app, "owner/app")["built"] is True
+    assert build_environment(app, "owner/app", "host") == tag  # found: the same image
     declared = 'mark=declared-variable $HOME "quoted" back\\slash'
     results = [r for r in world.model.model_requests() if r.contains(declared)]
     assert results, "the declared variable did not reach the engine's shell"

@@ -73,7 +73,9 @@ class Admission(RuleBasedStateMachine):
         return {n for _, n, i in self.started if i not in self.ended}
 
     def in_window(self) -> int:
-        return sum(1 for at, _, _ in self.started if at > self.now - DAY)
+        # A clone started exactly 24 hours ago still counts: the node never counts one a
+        # moment less than a day (the times here are whole seconds, as the ids' are).
+        return sum(1 for at, _, _ in self.started if at >= self.now - DAY)
 
     def expect_admitted(self, number: int) -> bool:
         return number not in self.active_numbers() and self.in_window() < DAILY

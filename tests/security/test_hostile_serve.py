@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,11 @@ class RememberingLauncher:
 
     def check(self) -> None:
         return None
+
+    def prepare(
+        self, spec: LaunchSpec, say: Callable[[str], None], cancel: threading.Event
+    ) -> LaunchSpec:
+        return spec
 
     def launch(self, spec: LaunchSpec) -> None:
         with self.lock:

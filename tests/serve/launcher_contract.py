@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import enum
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -173,6 +174,15 @@ class LauncherContract(abc.ABC):
         assert launcher.status("200101-000000-none").state is CloneState.MISSING
         launcher.stop("200101-000000-none", grace_s=0)
         launcher.remove("200101-000000-none")
+
+    def test_a_spec_with_no_environment_is_prepared_as_it_is(
+        self, launcher: Launcher, root: Path
+    ) -> None:
+        spec = self.spec(root, Behaviour.FINISH, 1)
+        said: list[str] = []
+        assert launcher.prepare(spec, said.append, threading.Event()) == spec
+        assert said == []
+        assert launcher.status(spec.clone_id).state is CloneState.MISSING  # nothing launched
 
     def test_a_clone_works_in_its_run_folder_and_exits_0(
         self, launcher: Launcher, root: Path

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -79,6 +79,11 @@ class MemoryLauncher:
 
     def check(self) -> None:
         return None
+
+    def prepare(
+        self, spec: LaunchSpec, say: Callable[[str], None], cancel: threading.Event
+    ) -> LaunchSpec:
+        return spec
 
     def launch(self, spec: LaunchSpec) -> None:
         run_ops(self.act, self.during)

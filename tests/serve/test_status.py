@@ -57,7 +57,7 @@ def test_with_serve_a_setup_and_private_secrets_clones_can_start(
     assert checks["setup acme/app"]["ok"] is True
     assert checks["secrets"]["detail"] == f"{home.secrets_file}, private (mode 600)"
     assert checks["clones"]["detail"] == (
-        "0 running, 0 waiting, 0 scheduled, 0 queued; parallel_clones = 2"
+        "0 running, 0 waiting, 0 scheduled, 0 preparing, 0 queued; parallel_clones = 2"
     )
     assert result.out.splitlines()[-1] == "clones can start"
 

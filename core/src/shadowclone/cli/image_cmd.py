@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Sequence
 from importlib import resources
@@ -37,6 +38,7 @@ from shadowclone import __version__
 from shadowclone.cli.app import App, pass_app
 from shadowclone.config import load_config
 from shadowclone.config.schema import DEFAULT_IMAGE, DEMO_IMAGE
+from shadowclone.environment.build import Say, run_build
 from shadowclone.errors import ConfigError, ShadowcloneError
 
 DEFAULT_BASE = "debian:bookworm-slim"
@@ -296,10 +298,13 @@ def build_image(
     quiet: bool = False,
     ca_certs: Sequence[Path] = (),
     demo_tag: str | None = None,
+    say: Say | None = None,
+    cancel: threading.Event | None = None,
 ) -> None:
     """Build (and with `push`, publish) the clone image from a checkout of shadowclone, and
     with `demo_tag` the demo image on top of it; `ca_certs` are certificate authorities the
-    image trusts besides Debian's."""
+    image trusts besides Debian's. With `say`, docker's output goes there line by line, and a
+    set `cancel` ends the build."""
     if demo_tag is not None and push:
         raise ImageBuildError(
             "the demo image is built for this machine only: drop --demo or --push"
@@ -336,6 +341,9 @@ def build_image(
                 push=push,
                 quiet=quiet,
             )
+            if say is not None:
+                run_build(plan.command(docker), f"{STAGES[target]} {name}", say, cancel)
+                continue
             done = subprocess.run(plan.command(docker), check=False)
             if done.returncode != 0:
                 raise ImageBuildError(

@@ -72,7 +72,7 @@ def _queue(app: App) -> list[Check]:
     active = node.active()
     counts = {
         state: sum(1 for v in active if v.state == state)
-        for state in ("running", "waiting", "scheduled", "queued")
+        for state in ("running", "waiting", "scheduled", "preparing", "queued")
     }
     detail = ", ".join(f"{n} {state}" for state, n in counts.items())
     checks = [Check("clones", True, f"{detail}; parallel_clones = {node.config.parallel_clones}")]

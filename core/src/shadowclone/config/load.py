@@ -102,6 +102,9 @@ def check(config: Config) -> list[str]:
             parse_duration(config.retention.older_than)
         except BadInput as error:
             problems.append(f"retention.older_than: {error}")
+    for number, cert in enumerate(config.environment.ca_certs):
+        if not Path(cert).expanduser().is_absolute():
+            problems.append(f"environment.ca_certs[{number}]: expected an absolute path")
     if config.engine not in config.providers:
         problems.append(
             f"providers.{config.engine}: missing; expected a [providers.{config.engine}] table "
@@ -278,6 +281,12 @@ disabled = []
 # serve removes the clones (their run folders and workspaces) that ended this long ago,
 # when it starts and every hour: 30d, 2w, 12h. Unset: clones stay until `shadowclone prune`.
 # older_than = "30d"
+
+[environment]
+# How serve builds the image of a repository that declares its environment
+# (.devcontainer/devcontainer.json or .shadowclone/environment.toml) before its first clone.
+network = "host"     # the build steps' network; "default" for Docker's own
+ca_certs = []        # PEM files of certificate authorities the builds trust
 """
 
 

@@ -87,6 +87,16 @@ class RetentionConfig:
     """serve removes clones that ended at least this long ago ("30d", "2w"); None keeps all."""
 
 
+@attrs.frozen
+class EnvironmentConfig:
+    network: str = "host"
+    """The network of the steps that build a repository's environment image ("default":
+    Docker's own)."""
+    ca_certs: list[str] = attrs.field(factory=list)
+    """PEM certificate authorities those builds trust besides Debian's (a TLS-inspecting
+    proxy in front of the registries)."""
+
+
 def _default_providers() -> dict[str, ProviderConfig]:
     return {
         "claude": ProviderConfig(login="claude-api-key"),
@@ -110,6 +120,7 @@ class Config:
     plugins: PluginsConfig = PluginsConfig()
     security: SecurityConfig = SecurityConfig()
     retention: RetentionConfig = RetentionConfig()
+    environment: EnvironmentConfig = EnvironmentConfig()
 
     def provider(self, engine: str) -> ProviderConfig | None:
         return self.providers.get(engine)

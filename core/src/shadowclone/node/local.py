@@ -257,7 +257,7 @@ class LocalNode:
             engine=engine,
             login=login.name,
             launcher=self.config.launcher,
-            image=setup.environment_image or setup.image or self.config.image,
+            image=setup.image or self.config.image,
             github_url=self.config.github.url,
             github_api_url=self.config.github.api_url,
             requested_at=at,
@@ -272,6 +272,7 @@ class LocalNode:
             check_commands=setup.check_commands,
             fix_rounds=self.config.limits.fix_rounds,
             caches=setup.caches,
+            environment=setup.environment,
             strangers_network=NetworkMode(self.config.security.strangers),
             allow_secrets=allow_secrets,
             caps=caps,
@@ -486,7 +487,7 @@ class LocalNode:
                 "running with `shadowclone service install`"
             )
         active = self._active()
-        launched = [v for v in active if v.state.launched]
+        launched = [v for v in active if v.state.admitted]
         ahead = sum(
             1
             for v in active
@@ -503,7 +504,7 @@ class LocalNode:
             )
         with contextlib.suppress(OSError, MalformedFile):
             request = RunFolder(self.paths.clones_dir / view.id).request()
-            # The launched clones of the same login, each request read once.
+            # The admitted clones of the same login, each request read once.
             same = [
                 other
                 for other in launched

@@ -38,6 +38,9 @@ def now() -> datetime:
 
 class State(enum.StrEnum):
     QUEUED = "queued"
+    PREPARING = "preparing"
+    """Admitted: its launcher makes ready what the launch needs (the repository's environment
+    image, built when it is missing); progress lines say how far."""
     RUNNING = "running"
     WAITING = "waiting"
     """Running, with a question open for the owner."""
@@ -49,17 +52,29 @@ class State(enum.StrEnum):
 
     @property
     def active(self) -> bool:
-        return self in (State.QUEUED, State.RUNNING, State.WAITING, State.SCHEDULED)
+        return self in (
+            State.QUEUED,
+            State.PREPARING,
+            State.RUNNING,
+            State.WAITING,
+            State.SCHEDULED,
+        )
 
     @property
     def launched(self) -> bool:
         """Running in its launcher, whatever it waits for."""
         return self in (State.RUNNING, State.WAITING, State.SCHEDULED)
 
+    @property
+    def admitted(self) -> bool:
+        """Holding one of serve's slots: launched, or being prepared for its launch."""
+        return self is State.PREPARING or self.launched
+
 
 class Step(enum.StrEnum):
-    """The steps of the run program, in order."""
+    """The steps of a clone, in order: serve's preparation, then the run program's."""
 
+    PREPARE = "prepare"
     TARGET = "target"
     WORKSPACE = "workspace"
     HOOKS = "hooks"
@@ -223,6 +238,10 @@ class Request:
     """How often failing checks go back to the engine (`[limits] fix_rounds`)."""
     caches: tuple[str, ...] = ()
     """The cache paths the repository's environment declares, besides the defaults."""
+    environment: str | None = None
+    """Where the repository declares its environment, when setup found a declaration: the
+    clone runs in an image made from it on `image` (the launcher makes it before the launch,
+    when it runs images)."""
     mode: RunMode = RunMode.CLONE
     strangers_network: NetworkMode = NetworkMode.MODEL_ONLY
     """The engine's network on an issue written by someone who cannot push (`[security]
@@ -263,6 +282,9 @@ class Record:
     failed launch, a clone the launcher lost, a stall)."""
     handoffs: int = 0
     """How many times the clone asked to be launched again for its next phase."""
+    image: str | None = None
+    """The image the launcher prepared for the clone (its repository's environment), which
+    every phase runs in; None: the request's."""
     usage: Usage = attrs.field(factory=Usage)
     """The engine's usage so far, summed over its turns' usage lines (cost: where the engine
     reports one)."""
@@ -353,9 +375,6 @@ class SetupRecord:
     record, `node.setups.environment_dir`), or None."""
     caches: tuple[str, ...] = ()
     """The cache paths the environment declares."""
-    environment_image: str | None = None
-    """The image `shadowclone env build` made of that environment: the repository's clones
-    run in it. A new setup clears it (the declaration may have changed)."""
     v: int = SCHEMA_VERSION
 
 

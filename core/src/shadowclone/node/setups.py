@@ -37,7 +37,12 @@ def environment_files(
     """The environment files setup kept for the repository (those of `only`, when given), by
     their paths in it (bytes that are not UTF-8 kept as escapes: the image tag hashes them
     all)."""
-    folder = environment_dir(paths, repo_full_name)
+    return files_in(environment_dir(paths, repo_full_name), only)
+
+
+def files_in(folder: Path, only: Collection[str] | None = None) -> dict[str, str]:
+    """The files under `folder` (those of `only`, when given) by their paths in it, as
+    `environment_files` reads them."""
     found = folder.rglob("*") if only is None else (folder / name for name in only)
     files: dict[str, str] = {}
     total = 0

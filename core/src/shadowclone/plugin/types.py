@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import re
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -202,6 +203,20 @@ class NetworkMode(enum.StrEnum):
 
 
 @attrs.frozen
+class EnvironmentRecipe:
+    """A repository's declared environment, for the launcher to make its clone's image of:
+    the files setup kept (a devcontainer.json or environment.toml, and what they name) in
+    `folder`, on the clone image `LaunchSpec.image`."""
+
+    repo: str
+    folder: Path
+    network: str | None = "host"
+    """The network of the build's steps (None: Docker's default)."""
+    ca_certs: tuple[Path, ...] = ()
+    """Certificate authorities the build trusts besides Debian's."""
+
+
+@attrs.frozen
 class LaunchSpec:
     """One clone to launch: what folders it sees and what it may reach."""
 
@@ -229,6 +244,8 @@ class LaunchSpec:
     """Package caches kept per repository: volume name -> absolute path in the clone, mounted
     read-write (a launcher that cannot keep them leaves them out). Empty for a clone whose
     engine works for a stranger: what it leaves there would reach the owner's next clones."""
+    environment: EnvironmentRecipe | None = None
+    """The repository's environment, which `Launcher.prepare` makes the clone's image of."""
 
 
 class CloneState(enum.StrEnum):
@@ -253,6 +270,17 @@ class Launcher(Protocol):
 
     def check(self) -> None:
         """Raise `PluginUnavailable` with what to do if this launcher cannot run clones now."""
+        ...
+
+    def prepare(
+        self, spec: LaunchSpec, say: Callable[[str], None], cancel: threading.Event
+    ) -> LaunchSpec:
+        """Make ready what the launch of `spec` needs and may take long, and return the spec
+        to launch: for a spec with an `environment`, its image (built when missing, found
+        by its tag otherwise). serve calls it on a thread of its own before the first launch
+        and shows the clone `preparing`; `say` takes progress lines; a set `cancel` (the clone
+        was stopped) asks it to give up soon, raising. A launcher that runs no image returns
+        `spec` as it is."""
         ...
 
     def launch(self, spec: LaunchSpec) -> None: ...

@@ -24,6 +24,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlparse
@@ -38,15 +39,25 @@ from shadowclone.node import files, schemas
 from shadowclone.node.runfolder import RunFolder, is_clone_id, run_folders
 from shadowclone.node.schemas import (
     ProgressKind,
+    ProgressLine,
     Question,
     Record,
     Request,
     State,
+    Step,
     Throttles,
     now,
 )
+from shadowclone.node.setups import environment_dir
 from shadowclone.plugin.manager import Registry, load_registry
-from shadowclone.plugin.types import CloneState, CloneStatus, Launcher, LaunchSpec, NetworkMode
+from shadowclone.plugin.types import (
+    CloneState,
+    CloneStatus,
+    EnvironmentRecipe,
+    Launcher,
+    LaunchSpec,
+    NetworkMode,
+)
 from shadowclone.serve import records
 from shadowclone.serve.lock import ServeLock
 
@@ -109,6 +120,12 @@ class Clone:
     final_at: datetime | None = None
     """When the final line was written, if it was."""
     stopping: threading.Thread | None = None
+    preparing: Future[LaunchSpec] | None = None
+    """The launcher's preparation under way (state `preparing`), on a thread of its own."""
+    cancel: threading.Event = attrs.field(factory=threading.Event)
+    """Set when the clone is stopped while it is prepared."""
+    prepared: LaunchSpec | None = None
+    """What the preparation made ready: the spec to launch."""
 
     @property
     def id(self) -> str:
@@ -401,6 +418,11 @@ class Server:
 
     def reconcile(self, clone: Clone, status: CloneStatus) -> None:
         """Settle one clone with its launcher's word, after a restart."""
+        if clone.record.state is State.PREPARING:
+            # Its preparation ended with the serve that ran it: it is prepared again (an image
+            # built meanwhile is found by its tag), unless the launch had begun.
+            log.info("clone %s was being prepared when serve stopped; it is queued", clone.id)
+            self.write(clone, attrs.evolve(clone.record, state=State.QUEUED))
         record = clone.record
         if record.state is State.QUEUED:
             if status.state is CloneState.MISSING:
@@ -451,6 +473,8 @@ class Server:
             self.write(clone, records.stopped_in_queue(clone.record, self.clock()))
             self._forget(clone)
             return
+        if clone.record.state is State.PREPARING and clone.record.launching_at is None:
+            self.follow_preparation(clone, stopped=marker is not None)
         if clone.launched:
             self.deliver(clone)
 
@@ -525,7 +549,7 @@ class Server:
     def launch_queued(self) -> None:
         """Queued clones start in request order, at most `parallel_clones` at once, and one at
         a time per login that allows only one."""
-        running = [c for c in self.clones.values() if c.launched]
+        running = [c for c in self.clones.values() if c.record.state.admitted]
         queued = sorted(
             (c for c in self.clones.values() if c.record.state is State.QUEUED),
             key=lambda c: (c.request.requested_at, c.id),
@@ -559,7 +583,7 @@ class Server:
                     self.sync(clone)  # stopped in the queue: never starts
                     continue
                 self.launch(clone)
-            if clone.launched:
+            if clone.record.state.admitted:
                 running.append(clone)
                 busy.add(clone.request.login)
                 per_login[login] = per_login.get(login, 0) + 1
@@ -628,6 +652,10 @@ class Server:
         clone with a marker as stopped only while `launching_at` is unset; so either this
         read sees the marker, or `stop` sees `launching_at` and the clone stays active (its
         issue held) until the launched clone is stopped, at once."""
+        spec = clone.prepared or self.spec(clone)
+        if spec.environment is not None and clone.prepared is None:
+            self.prepare(clone, spec)
+            return
         moment = self.clock()
         self.write(clone, attrs.evolve(clone.record, launching_at=moment))
         if clone.folder.stop_marker() is not None:
@@ -636,7 +664,7 @@ class Server:
             self._forget(clone)
             return
         try:
-            self.launcher.launch(self.spec(clone))
+            self.launcher.launch(spec)
         except Exception as error:  # noqa: BLE001 - any launcher failure fails this clone only
             log.error("clone %s could not be launched: %s", clone.id, error)
             self.write(clone, records.failed(clone.record, f"launch failed: {error}", moment))
@@ -651,6 +679,62 @@ class Server:
         if self._stopped_in_launch(clone):
             return
         self.deliver(clone)
+
+    def prepare(self, clone: Clone, spec: LaunchSpec) -> None:
+        """Have the launcher make ready what the clone needs (its environment's image) on a
+        thread of its own; the clone is `preparing` meanwhile and holds its slot. The state
+        is written before the stop marker is read, as `launch` does with `launching_at`."""
+        self.write(clone, attrs.evolve(clone.record, state=State.PREPARING))
+        if clone.folder.stop_marker() is not None:
+            log.info("clone %s was stopped as it was about to launch; it never starts", clone.id)
+            self.write(clone, records.stopped_in_queue(clone.record, self.clock()))
+            self._forget(clone)
+            return
+        log.info("clone %s on %s is being prepared", clone.id, clone.request.target.key)
+        future: Future[LaunchSpec] = Future()
+        clone.preparing = future
+        folder, clone_id, cancel = clone.folder, clone.id, clone.cancel
+
+        def say(text: str) -> None:
+            line = ProgressLine(Step.PREPARE, ProgressKind.NOTE, text)
+            folder.append_progress(records.scrubbed_line(line))
+
+        def run() -> None:
+            try:
+                future.set_result(self.launcher.prepare(spec, say, cancel))
+            except BaseException as error:  # noqa: BLE001 - handed to serve's loop
+                future.set_exception(error)
+            finally:
+                self._events.put({clone_id})
+
+        threading.Thread(target=run, name=f"prepare {clone_id}", daemon=True).start()
+
+    def follow_preparation(self, clone: Clone, stopped: bool) -> None:
+        """A clone being prepared: stopped, it gives up; prepared, it is launched; failed, it
+        ends with why."""
+        if stopped:
+            clone.cancel.set()
+        future = clone.preparing
+        if future is None or not future.done():
+            return
+        clone.preparing = None
+        if stopped:
+            log.info("clone %s was stopped while it was being prepared", clone.id)
+            self.write(clone, records.stopped_in_queue(clone.record, self.clock()))
+            self._forget(clone)
+            return
+        try:
+            spec = future.result()
+        except Exception as error:  # noqa: BLE001 - any failure fails this clone only
+            log.error("clone %s could not be prepared: %s", clone.id, error)
+            reason = f"its launch could not be prepared: {error}"
+            self.write(clone, records.failed(clone.record, reason, self.clock()))
+            self._forget(clone)
+            return
+        clone.prepared = spec
+        image = spec.image if spec.image != clone.request.image else None
+        self.write(clone, attrs.evolve(clone.record, image=image))
+        self.launch(clone)
 
     def _stopped_in_launch(self, clone: Clone) -> bool:
         """A stop written while the clone was being launched: it has no work to save, so the
@@ -677,11 +761,22 @@ class Server:
         if request.token_url:
             login_state = self.paths.login_state(request.login)
             login_state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        environment = None
+        if request.environment is not None and clone.record.image is None:
+            environment = EnvironmentRecipe(
+                repo=request.target.repo_full_name,
+                folder=environment_dir(self.paths, request.target.repo_full_name),
+                network=None
+                if self.config.environment.network == "default"
+                else self.config.environment.network,
+                ca_certs=tuple(Path(c).expanduser() for c in self.config.environment.ca_certs),
+            )
         return LaunchSpec(
             clone_id=clone.id,
             run_folder=clone.folder.path,
             secrets_file=self.paths.secrets_file,
-            image=request.image,
+            image=clone.record.image or request.image,
+            environment=environment,
             network=network,
             model_host=model_host,
             auth_host=urlparse(request.token_url).netloc or None if request.token_url else None,

@@ -45,17 +45,20 @@ import logging
 import math
 import os
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import docker
 import docker.errors
 from docker.models.containers import Container
 from docker.models.volumes import Volume
 from docker.types import Mount
 from shadowclone import __version__ as shadowclone_version
+from shadowclone.environment.build import prepare_image
 from shadowclone.errors import PluginUnavailable, Refused
 from shadowclone.plugin import CloneState, CloneStatus, LaunchSpec, NetworkMode
 
@@ -159,6 +162,14 @@ class DockerLauncher:
             raise _unreachable(error) from None
         if self.image is not None:
             self._check_image(self.image)
+
+    def prepare(
+        self, spec: LaunchSpec, say: Callable[[str], None], cancel: threading.Event
+    ) -> LaunchSpec:
+        """The repository's environment image, made on the clone image when it is missing."""
+        if spec.environment is None:
+            return spec
+        return attrs.evolve(spec, image=prepare_image(spec.environment, spec.image, say, cancel))
 
     def launch(self, spec: LaunchSpec) -> None:
         _check_id(spec.clone_id)

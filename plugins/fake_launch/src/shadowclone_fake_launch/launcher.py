@@ -25,8 +25,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,17 @@ class FakeLauncher:
             raise PluginUnavailable(
                 f"the fake launcher cannot use {self.state_dir}: {error.strerror or error}"
             ) from None
+
+    def prepare(
+        self, spec: LaunchSpec, say: Callable[[str], None], cancel: threading.Event
+    ) -> LaunchSpec:
+        """Its clones run as local processes, in no image: nothing to prepare."""
+        if spec.environment is not None:
+            say(
+                f"the fake launcher runs no image: the environment {spec.environment.repo} "
+                "declares is not built, its clone runs here"
+            )
+        return spec
 
     def launch(self, spec: LaunchSpec) -> None:
         folder = self._folder(spec.clone_id)

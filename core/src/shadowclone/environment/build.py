@@ -1,0 +1,227 @@
+"""Building a repository's environment image: the declared base (an image, or a Dockerfile of
+the repository), the clone image's layers on it, then the declared variables and setup commands.
+
+Built with the docker CLI, by `shadowclone env build` ahead of time or by serve's launcher
+before a clone's first launch; tagged with a hash of everything it is made from, so it is
+built once per change of its inputs and found again by its tag.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import attrs
+
+from shadowclone.environment.declared import Environment, declared, image_tag
+from shadowclone.errors import Refused, ShadowcloneError
+from shadowclone.node.setups import files_in
+from shadowclone.plugin.types import EnvironmentRecipe
+
+Say = Callable[[str], None]
+"""Where a build's output lines go, one at a time; None: to this process's own output."""
+
+TAIL_LINES = 12
+"""How many of docker's last lines a failed build's error keeps."""
+
+
+class EnvironmentBuildError(ShadowcloneError):
+    """The environment's image could not be built."""
+
+
+@attrs.frozen
+class ImagePlan:
+    """What an environment image is made of: the files a repository declares it in (by their
+    paths in the repository) and the clone image it goes on."""
+
+    repo: str
+    folder: Path
+    """Where setup kept the files: Dockerfile contexts are read from here."""
+    files: dict[str, str]
+    environment: Environment
+    clone_image: str
+
+    def tag(self) -> str | None:
+        """The image's tag, or None while the clone image is not on this machine."""
+        clone_id = image_id(self.clone_image)
+        return image_tag(self.repo, clone_id, self.files) if clone_id else None
+
+
+def _docker() -> str:
+    docker = shutil.which("docker")
+    if docker is None:
+        raise EnvironmentBuildError("building an environment needs the docker CLI")
+    return docker
+
+
+def image_id(image: str) -> str | None:
+    """The local id of `image`, or None where it is not here (or Docker cannot say)."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return None
+    done = subprocess.run(
+        [docker, "image", "inspect", "--format", "{{.Id}}", image],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def run_build(
+    argv: Sequence[str], what: str, say: Say | None, cancel: threading.Event | None = None
+) -> None:
+    """Run a docker build; its output goes to `say` line by line (None: to ours). A set
+    `cancel` ends it (docker then cancels the build)."""
+    if say is None:
+        done = subprocess.run(list(argv), check=False)
+        if done.returncode != 0:
+            raise EnvironmentBuildError(f"docker could not build {what} (exit {done.returncode})")
+        return
+    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    process = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env={**os.environ, "BUILDKIT_PROGRESS": "plain"},
+    )
+    ender = None
+    if cancel is not None:
+        ender = threading.Thread(target=_end_when, args=(cancel, process), daemon=True)
+        ender.start()
+    assert process.stdout is not None
+    with process.stdout:
+        for line in process.stdout:
+            text = line.rstrip()
+            if text:
+                tail.append(text)
+                say(text)
+    code = process.wait()
+    if cancel is not None and cancel.is_set():
+        raise EnvironmentBuildError(f"the build of {what} was cancelled")
+    if code != 0:
+        last = " | ".join(tail)
+        raise EnvironmentBuildError(f"docker could not build {what} (exit {code}): {last}")
+
+
+def _end_when(cancel: threading.Event, process: subprocess.Popen[str]) -> None:
+    while process.poll() is None:
+        if cancel.wait(0.2):
+            process.terminate()
+            return
+
+
+def final_dockerfile(base: str, environment: Environment) -> str:
+    """The last layer: the environment's variables, then its setup commands, as root with
+    the network on; nothing of the owner's secrets is there to read."""
+    lines = [f"FROM {base}", "USER root"]
+    lines += [f"ENV {name}={_quoted(value)}" for name, value in environment.env.items()]
+    lines += [f"RUN {json.dumps(['/bin/sh', '-c', command])}" for command in environment.setup]
+    lines.append(f"LABEL io.shadowclone.environment={json.dumps(environment.source)}")
+    return "\n".join(lines) + "\n"
+
+
+def _quoted(value: str) -> str:
+    """`value` as a Dockerfile ENV value: quoted, with nothing expanded (`$`) or escaped."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    return f'"{escaped}"'
+
+
+def ensure_image(
+    plan: ImagePlan,
+    *,
+    network: str | None = "host",
+    ca_certs: Sequence[Path] = (),
+    say: Say | None = None,
+    cancel: threading.Event | None = None,
+) -> tuple[str, bool]:
+    """The tag of the plan's image, built first if it is not here; and whether it was
+    built now."""
+    from shadowclone.cli.image_cmd import build_image
+
+    tag = plan.tag()
+    if tag is None:
+        raise Refused(
+            f"the clone image {plan.clone_image} is not on this machine: build it with "
+            "`shadowclone image build`, then the environment"
+        )
+    if image_id(tag) is not None:
+        return tag, False
+    docker = _docker()
+    environment, repo = plan.environment, plan.repo
+    name, _, digest = tag.partition(":")
+    net = ["--network", network] if network else []
+    base = environment.image
+    if environment.dockerfile is not None:
+        base = f"{name}:{digest}-base"
+        args = [f"--build-arg={key}={value}" for key, value in environment.build_args.items()]
+        dockerfile = plan.folder / environment.dockerfile
+        context = plan.folder / environment.context
+        run_build(
+            [docker, "build", *net, "--tag", base, "--file", str(dockerfile), *args, str(context)],
+            f"the base of {repo}'s environment from {environment.dockerfile}",
+            say,
+            cancel,
+        )
+    assert base is not None
+    clone = f"{name}:{digest}-clone"
+    build_image(clone, base, network=network, ca_certs=ca_certs, say=say, cancel=cancel)
+    with tempfile.TemporaryDirectory(prefix="shadowclone-env-") as context_dir:
+        (Path(context_dir) / "Dockerfile").write_text(final_dockerfile(clone, environment))
+        run_build(
+            [docker, "build", *net, "--tag", tag, context_dir],
+            f"{repo}'s environment",
+            say,
+            cancel,
+        )
+    return tag, True
+
+
+def plan_from(repo: str, folder: Path, files: dict[str, str], clone_image: str) -> ImagePlan:
+    """The recipe of the environment `files` declare; Refused when they declare none."""
+    environment = declared(files)
+    if environment is None:
+        raise Refused(
+            f"setup kept no environment files for {repo}: run `shadowclone setup {repo}` again"
+        )
+    return ImagePlan(repo, folder, files, environment, clone_image)
+
+
+STEP = re.compile(r"^(#\d+ \[[^\]]+\] |Step \d+/\d+ : )")
+"""The lines of docker's output that start a build step (BuildKit's plain output, or the
+classic builder's): what a clone's progress shows of a build."""
+
+
+def prepare_image(
+    recipe: EnvironmentRecipe, clone_image: str, say: Say, cancel: threading.Event | None = None
+) -> str:
+    """The image a clone of `recipe.repo` runs in, built on `clone_image` when it is missing;
+    `say` hears what happens (each build step, not every line of its output)."""
+    plan = plan_from(recipe.repo, recipe.folder, files_in(recipe.folder), clone_image)
+    source = plan.environment.source
+
+    def steps(line: str) -> None:
+        if STEP.match(line):
+            say(line[:300])
+
+    tag = plan.tag()
+    if tag is not None and image_id(tag) is not None:
+        return tag
+    say(f"building the environment {recipe.repo} declares in {source}: once per change of it")
+    tag, _ = ensure_image(
+        plan, network=recipe.network, ca_certs=recipe.ca_certs, say=steps, cancel=cancel
+    )
+    say(f"built {tag}")
+    return tag
