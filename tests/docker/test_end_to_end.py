@@ -477,19 +477,34 @@ ENVIRONMENT_FILES = {
 }
 
 
+JQ_CHECK = "jq -e .ok status.json || { echo status.json is not ok; exit 1; }"
+"""The repository's check, which needs the toolchain its environment installs."""
+JQ_FIX = """echo '{"ok": true}' > status.json && echo status-fixed"""
+
+
 def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: World) -> None:
     """A devcontainer whose Dockerfile installs a Debian package: setup (its check clone in
     Docker) keeps the declaration; serve builds the image before the first clone's launch
     (the clone shows `preparing` with the build's steps), and the clone runs the real engine
     in it: the package, the build argument, the setup command's file and the declared
-    variable are all there. The next clone and `env build` find the image: no build."""
+    variable are all there. The repository's check, which runs that package, fails on the
+    first turn's work, goes back to the engine once and passes after its fix. The next clone
+    and `env build` find the image: no build."""
     world.use("claude")
-    world.github.commit("owner/app", "main", ENVIRONMENT_FILES, author="owner")
+    files = {**ENVIRONMENT_FILES, "status.json": '{"ok": false}\n'}
+    world.github.commit("owner/app", "main", files, author="owner")
     # This machine's extra certificate authorities, as scripts/build-image trusts them.
     authorities = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
     set_value(world.paths, "environment.ca_certs", json.dumps([str(a) for a in authorities]))
     config, _ = load_config(world.paths)
-    summary = setup_repository(config, world.paths, load_registry(), "owner/app", engine="claude")
+    summary = setup_repository(
+        config,
+        world.paths,
+        load_registry(),
+        "owner/app",
+        engine="claude",
+        check_commands=(JQ_CHECK,),
+    )
     assert summary.ok, summary
     app = App(paths=world.paths)
     tag = describe(app, "owner/app")["tag"]
@@ -499,6 +514,11 @@ def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: 
     first, second = world.issue("Use the toolchain"), world.issue("Use it again")
     probe = 'jq --version; cat /etc/jq-version /etc/greeting; printf "mark=%s\\n" "$ENV_MARK"'
     script(world.model, Shell(probe), Text("Done."))
+    world.model.rule = lambda request: (
+        (Text("Fixed: status.json is ok.") if request.contains("status-fixed") else Shell(JQ_FIX))
+        if request.contains("status.json is not ok")
+        else None
+    )
     seen: set[State] = set()
     with serving(world.node, SETTINGS):
         clone_id = world.node.start(f"owner/app#{first}").id
@@ -522,6 +542,17 @@ def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: 
     assert not [line for line in world.steps(again.id) if line.startswith("building")]
     assert describe(app, "owner/app")["built"] is True
     assert build_environment(app, "owner/app", "host") == tag  # found: the same image
+    texts = world.steps(clone_id)
+    toolchain = [t.split(":")[1].strip() for t in texts if t.startswith("toolchain:")]
+    assert toolchain == ["failed", "passed"], texts
+    told = [r for r in world.model.model_requests() if r.contains("status.json is not ok")]
+    assert told and told[0].contains("Done."), "the failing check did not go back to the engine"
+    assert "review toolchain: passed" in (record.report or "")
+    assert (
+        world.github.read_file("owner/app", f"shadowclone/{first}-use-the-toolchain", "status.json")
+        == '{"ok": true}\n'
+    )
+
     declared = 'mark=declared-variable $HOME "quoted" back\\slash'
     results = [r for r in world.model.model_requests() if r.contains(declared)]
     assert results, "the declared variable did not reach the engine's shell"

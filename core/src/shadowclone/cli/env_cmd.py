@@ -111,7 +111,10 @@ def show(app: App, repo: str, as_json: bool) -> None:
     rows += [f"setup       {command}" for command in shown["setup"]]
     rows += [f"variable    {name}={value}" for name, value in shown["env"].items()]
     if shown["user"]:
-        rows.append(f"user        {shown['user']}")
+        rows.append(
+            f"user        {shown['user']} (not applied: the engine always runs as the clone's "
+            "own engine user, apart from the secrets)"
+        )
     rows += [f"check       {command}" for command in shown["checks"]]
     rows += [f"cache       {path}" for path in shown["caches"]]
     if shown["ignored"]:
