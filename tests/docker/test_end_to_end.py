@@ -504,6 +504,7 @@ def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: 
         "owner/app",
         engine="claude",
         check_commands=(JQ_CHECK,),
+        build=False,  # serve builds it
     )
     assert summary.ok, summary
     app = App(paths=world.paths)

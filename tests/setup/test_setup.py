@@ -14,10 +14,12 @@ import shadowclone.setup as setup_package
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.config import Paths, load_config, set_value
+from shadowclone.environment.build import EnvironmentBuildError
 from shadowclone.node.setups import environment_dir, read_setup
 from shadowclone.plugin import load_registry
 from shadowclone.run.check import CheckReport
 from shadowclone_fake_launch.fakes.github import FakeGitHub
+from shadowclone_fake_launch.launcher import FakeLauncher
 
 from tests.conftest import CliResult
 
@@ -273,6 +275,11 @@ def test_setup_keeps_the_environment_the_repository_declares(
     secrets(home, github_token=token)
     result = cli("setup", "you/app")
     assert result.code == 0, result.out + result.err
+    # The launcher prepares the environment's image now; the fake one runs none.
+    assert "prepare   note     the fake launcher runs no image" in result.out
+    assert "ok   environment           .devcontainer/devcontainer.json: clones run in" in (
+        result.out
+    )
     record = read_setup(home, "you/app")
     assert record is not None and record.environment == ".devcontainer/devcontainer.json"
     kept = environment_dir(home, "you/app")
@@ -319,6 +326,33 @@ def test_a_broken_devcontainer_is_one_line_naming_the_file_and_the_key(
         in result.out
     ), result.out
     assert read_setup(home, "you/app") is None
+
+
+def test_an_environment_that_cannot_be_built_fails_setup_in_one_line(
+    cli: Cli, home: Paths, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: object, spec: object, say: object, cancel: object) -> object:
+        raise EnvironmentBuildError("docker could not build you/app's environment (exit 1)")
+
+    monkeypatch.setattr(FakeLauncher, "prepare", broken)
+    token = github.add_user("you", name="You")
+    toml = 'image = "debian:bookworm"\nsetup = ["false"]\n'
+    github.create_repo(
+        "you/app", files={"README.md": "x", ".shadowclone/environment.toml": toml}, private=True
+    )
+    secrets(home, github_token=token)
+    result = cli("setup", "you/app")
+    assert result.code == 1
+    assert (
+        "FAIL environment           .shadowclone/environment.toml: docker could not build "
+        "you/app's environment (exit 1)" in result.out
+    ), result.out
+    assert "Traceback" not in result.out + result.err
+    # Set up all the same (serve builds it again before a launch), and --no-build skips it.
+    assert read_setup(home, "you/app") is not None
+    skipped = cli("setup", "you/app", "--no-build")
+    assert skipped.code == 0 and "FAIL" not in skipped.out
+    assert "ok   environment" not in skipped.out
 
 
 def test_the_checks_an_environment_declares_join_the_setups_own(

@@ -9,7 +9,7 @@ from shadowclone.cli.app import App, emit_json, format_progress, json_option, pa
 from shadowclone.cli.params import ENGINE
 from shadowclone.config import load_config
 from shadowclone.errors import Refused
-from shadowclone.node.schemas import ProgressLine
+from shadowclone.node.schemas import ProgressLine, Step
 from shadowclone.plugin import load_registry
 from shadowclone.setup import Check, setup_repository
 
@@ -27,6 +27,13 @@ from shadowclone.setup import Check, setup_repository
     metavar="COMMAND",
     help="A check command the toolchain review runs on your own pull requests (repeatable).",
 )
+@click.option(
+    "--build/--no-build",
+    default=True,
+    show_default=True,
+    help="Build the image of the environment the repository declares now (otherwise serve "
+    "builds it before the first clone).",
+)
 @json_option
 @pass_app
 def setup(
@@ -35,6 +42,7 @@ def setup(
     engine: str | None,
     image: str | None,
     check_commands: tuple[str, ...],
+    build: bool,
     as_json: bool,
 ) -> int:
     """Prepare a repository for clones on this machine; changes nothing on GitHub."""
@@ -50,7 +58,8 @@ def setup(
             )
 
     def show_progress(line: ProgressLine) -> None:
-        app.out.print(Text(f"     check clone           {format_progress(line)}", style="dim"))
+        who = "environment" if line.step is Step.PREPARE else "check clone"
+        app.out.print(Text(f"     {who:<21} {format_progress(line)}", style="dim"))
 
     summary = setup_repository(
         config,
@@ -62,6 +71,7 @@ def setup(
         check_commands=check_commands,
         on_check=None if as_json else show_check,
         on_progress=None if as_json else show_progress,
+        build=build,
     )
     if as_json:
         emit_json(summary)

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import attrs
 
+from shadowclone.config import Config, Paths
 from shadowclone.environment.declared import Environment, declared, image_tag
 from shadowclone.errors import Refused, ShadowcloneError
-from shadowclone.node.setups import files_in
+from shadowclone.node.setups import environment_dir, files_in
 from shadowclone.plugin.types import EnvironmentRecipe
 
 Say = Callable[[str], None]
@@ -225,3 +226,15 @@ def prepare_image(
     )
     say(f"built {tag}")
     return tag
+
+
+def recipe_for(config: Config, paths: Paths, repo: str) -> EnvironmentRecipe:
+    """What a launcher needs to make `repo`'s environment image, as the config says to build
+    it."""
+    network = config.environment.network
+    return EnvironmentRecipe(
+        repo=repo,
+        folder=environment_dir(paths, repo),
+        network=None if network == "default" else network,
+        ca_certs=tuple(Path(cert).expanduser() for cert in config.environment.ca_certs),
+    )

@@ -33,6 +33,7 @@ import attrs
 from watchfiles import Change, watch
 
 from shadowclone.config import Config, Paths
+from shadowclone.environment.build import recipe_for
 from shadowclone.environment.declared import cache_volumes
 from shadowclone.errors import MalformedFile
 from shadowclone.node import files, schemas
@@ -48,12 +49,10 @@ from shadowclone.node.schemas import (
     Throttles,
     now,
 )
-from shadowclone.node.setups import environment_dir
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
     CloneState,
     CloneStatus,
-    EnvironmentRecipe,
     Launcher,
     LaunchSpec,
     NetworkMode,
@@ -763,14 +762,7 @@ class Server:
             login_state.mkdir(mode=0o700, parents=True, exist_ok=True)
         environment = None
         if request.environment is not None and clone.record.image is None:
-            environment = EnvironmentRecipe(
-                repo=request.target.repo_full_name,
-                folder=environment_dir(self.paths, request.target.repo_full_name),
-                network=None
-                if self.config.environment.network == "default"
-                else self.config.environment.network,
-                ca_certs=tuple(Path(c).expanduser() for c in self.config.environment.ca_certs),
-            )
+            environment = recipe_for(self.config, self.paths, request.target.repo_full_name)
         return LaunchSpec(
             clone_id=clone.id,
             run_folder=clone.folder.path,

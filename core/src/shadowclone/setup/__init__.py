@@ -11,16 +11,26 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 
 import attrs
 
 from shadowclone.config import Config, Paths
+from shadowclone.environment.build import recipe_for
 from shadowclone.environment.declared import DECLARATIONS, Environment, declared
 from shadowclone.errors import PluginUnavailable, ShadowcloneError
 from shadowclone.node.runfolder import RunFolder, new_clone_id
-from shadowclone.node.schemas import ProgressLine, Request, RunMode, SetupRecord, now
+from shadowclone.node.schemas import (
+    ProgressKind,
+    ProgressLine,
+    Request,
+    RunMode,
+    SetupRecord,
+    Step,
+    now,
+)
 from shadowclone.node.setups import environment_files, keep_environment, write_setup
 from shadowclone.node.target import Target, parse_repo, same_repo
 from shadowclone.plugin.manager import Registry
@@ -86,9 +96,12 @@ def setup_repository(
     timeout_s: float = CHECK_TIMEOUT_S,
     on_check: Callable[[Check], None] | None = None,
     on_progress: Callable[[ProgressLine], None] | None = None,
+    build: bool = True,
 ) -> SetupSummary:
     """`on_check` hears each check as it is decided, `on_progress` each progress line of the
-    check clone as it comes: the owner sees setup move while the check clone runs."""
+    check clone (and of the environment's build) as it comes: the owner sees setup move while
+    the check clone runs. With `build`, the image of an environment the repository declares
+    is made (or found) by the launcher now rather than before the first clone's launch."""
     owner, name = parse_repo(repo_text)
     repo = f"{owner}/{name}"
     summary = _Summary(repo, on_check)
@@ -207,6 +220,27 @@ def setup_repository(
     )
     path = write_setup(paths, record)
     summary.add("setup record", True, f"{path} (config version {config.version})")
+    if record.environment is not None and build:
+        spec = LaunchSpec(
+            clone_id=new_clone_id(now()),
+            run_folder=paths.clones_dir / CHECKS_FOLDER,
+            secrets_file=paths.secrets_file,
+            image=image or config.image,
+            environment=recipe_for(config, paths, repo),
+        )
+
+        def say(text: str) -> None:
+            if on_progress is not None:
+                on_progress(ProgressLine(Step.PREPARE, ProgressKind.NOTE, text))
+
+        try:
+            prepared = launcher.prepare(spec, say, threading.Event())
+        except Exception as error:  # noqa: BLE001 - whatever the launcher raised, said in one line
+            summary.add("environment", False, f"{record.environment}: {error}")
+            return summary.done(
+                f"fix {record.environment} (`shadowclone env show {repo}`), then run setup again"
+            )
+        summary.add("environment", True, f"{record.environment}: clones run in {prepared.image}")
     return summary.done(f"shadowclone start {repo}#<issue or pull request number>", record=record)
 
 
