@@ -26,6 +26,7 @@ from shadowclone.node.schemas import (
     ProgressKind,
     ProgressLine,
     Step,
+    Via,
 )
 from shadowclone.run.ask import SERVER_NAME, TOOL_NAME, ask_command
 from shadowclone.run.ask.http import AskService
@@ -119,7 +120,14 @@ async def test_the_owners_answer_is_returned_and_recorded(
         await asyncio.sleep(0.3)
         assert not call.done()
         deliver(
-            folder, InboxLine(id="i3", kind=InboxKind.ANSWER, text="drop them", question_id="q1")
+            folder,
+            InboxLine(
+                id="i3",
+                kind=InboxKind.ANSWER,
+                text="drop them",
+                question_id="q1",
+                via=Via.DASHBOARD,
+            ),
         )
         result = await asyncio.wait_for(call, BOUND_S)
     assert not result.is_error
@@ -129,6 +137,7 @@ async def test_the_owners_answer_is_returned_and_recorded(
     assert answered.answer.question_id == "q1"
     assert answered.answer.choice == "drop them"
     assert answered.answer.chosen_by is ChosenBy.OWNER
+    assert answered.answer.via is Via.DASHBOARD  # the record says how the owner answered
 
 
 async def test_after_the_wait_limit_the_recommended_option_is_taken(

@@ -66,7 +66,8 @@ def format_progress(line: ProgressLine) -> str:
         )
     elif line.kind is ProgressKind.ANSWER and line.answer is not None:
         answer = line.answer
-        text = f"answer to {answer.question_id}: {answer.choice} (by {answer.chosen_by})"
+        by = f"{answer.chosen_by} via {answer.via}" if answer.via else f"{answer.chosen_by}"
+        text = f"answer to {answer.question_id}: {answer.choice} (by {by})"
     elif line.kind is ProgressKind.FINAL:
         text = f"finished: {line.outcome}" + (f"  {line.pr_url}" if line.pr_url else "")
     return f"{stamp}  {line.step:<9} {line.kind:<8} {text}"

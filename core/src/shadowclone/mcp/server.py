@@ -32,7 +32,7 @@ from shadowclone.errors import ShadowcloneError
 from shadowclone.mcp import SERVER_NAME
 from shadowclone.mcp.shapes import listing_shape, typed_dict
 from shadowclone.node.local import DEFAULT_LIST_LIMIT, CloneView, LocalNode, local_node
-from shadowclone.node.schemas import CONVERTER, Caps, InboxLine, State
+from shadowclone.node.schemas import CONVERTER, Caps, InboxLine, State, Via
 from shadowclone.serve.records import scrubbed_line
 
 log = logging.getLogger(__name__)
@@ -306,7 +306,7 @@ def build_server(paths: Paths | None = None) -> MCPServer:
         clone_id: CloneId,
         text: Annotated[str, Field(description="The message, as the owner would write it.")],
     ) -> InboxResult:
-        return on_node(lambda node: node.send(clone_id, text))
+        return on_node(lambda node: node.send(clone_id, text, via=Via.MCP))
 
     @server.tool(
         name="answer",
@@ -329,7 +329,7 @@ def build_server(paths: Paths | None = None) -> MCPServer:
             ),
         ],
     ) -> InboxResult:
-        return on_node(lambda node: node.answer(clone_id, question_id, choice))
+        return on_node(lambda node: node.answer(clone_id, question_id, choice, via=Via.MCP))
 
     @server.tool(
         name="stop",

@@ -44,6 +44,7 @@ from shadowclone.node.schemas import (
     StopMarker,
     Throttles,
     Usage,
+    Via,
     dumps,
     now,
     read,
@@ -574,11 +575,11 @@ class LocalNode:
             raise Refused(f"clone {folder.id} is stopping; it takes no {what}")
         return folder, view
 
-    def send(self, clone_id: str, text: str) -> InboxLine:
+    def send(self, clone_id: str, text: str, via: Via = Via.CLI) -> InboxLine:
         if not text.strip():
             raise BadInput("message: expected some text, got nothing")
         folder, _ = self._active_view(clone_id, "messages")
-        line = InboxLine(id=_line_id(), kind=InboxKind.MESSAGE, text=text, at=self.clock())
+        line = InboxLine(id=_line_id(), kind=InboxKind.MESSAGE, text=text, at=self.clock(), via=via)
         # Under the inbox lock, as the clone closes its inbox: a message is either accepted
         # before the close (and the clone waits for it) or refused here.
         with files.lock_for(folder.inbox_file):
@@ -593,7 +594,7 @@ class LocalNode:
             files.append_line(folder.inbox_file, dumps(line), locked=True)
         return line
 
-    def answer(self, clone_id: str, question_id: str, choice: str) -> InboxLine:
+    def answer(self, clone_id: str, question_id: str, choice: str, via: Via = Via.CLI) -> InboxLine:
         folder, _ = self._active_view(clone_id, "answers")
         # The inbox lock makes check-then-append atomic: two answers cannot both pass.
         with files.lock_for(folder.inbox_file):
@@ -624,6 +625,7 @@ class LocalNode:
                 text=chosen,
                 question_id=question_id,
                 at=self.clock(),
+                via=via,
             )
             files.append_line(folder.inbox_file, dumps(line), locked=True)
         return line

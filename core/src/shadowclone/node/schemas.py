@@ -119,6 +119,15 @@ class ChosenBy(enum.StrEnum):
     """Nobody chose: the engine stopped waiting (an interrupted turn), so no answer is wanted."""
 
 
+class Via(enum.StrEnum):
+    """How the owner's answer or message came: the record says who answered, and how."""
+
+    CLI = "cli"
+    MCP = "mcp"
+    DASHBOARD = "dashboard"
+    NOTIFICATION = "notification"
+
+
 @attrs.frozen
 class Question:
     id: str
@@ -135,6 +144,8 @@ class Answer:
     question_id: str
     choice: str
     chosen_by: ChosenBy = ChosenBy.OWNER
+    via: Via | None = None
+    """How the owner answered (None: the timeout, or nobody)."""
 
 
 @attrs.frozen
@@ -307,6 +318,7 @@ class InboxLine:
     text: str
     question_id: str | None = None
     at: datetime = attrs.field(factory=now)
+    via: Via | None = None
     v: int = SCHEMA_VERSION
 
 

@@ -25,6 +25,7 @@ from shadowclone.node.schemas import (
     Question,
     Step,
     Usage,
+    Via,
 )
 from shadowclone.plugin.types import Outcome
 from shadowclone.run.redact import Redactor
@@ -125,8 +126,9 @@ class ProgressWriter:
         choice: str,
         chosen_by: ChosenBy = ChosenBy.OWNER,
         step: Step = Step.ENGINE,
+        via: Via | None = None,
     ) -> ProgressLine:
-        answer = Answer(question_id=question_id, choice=choice, chosen_by=chosen_by)
+        answer = Answer(question_id=question_id, choice=choice, chosen_by=chosen_by, via=via)
         return self.write(
             ProgressLine(step=step, kind=ProgressKind.ANSWER, text=choice, answer=answer)
         )

@@ -129,7 +129,7 @@ class AskTool:
         except asyncio.CancelledError:
             self.progress.answer(asked.id, "", ChosenBy.WITHDRAWN)
             raise
-        self.progress.answer(asked.id, answer.text, ChosenBy.OWNER)
+        self.progress.answer(asked.id, answer.text, ChosenBy.OWNER, via=answer.via)
         log.info("answer to %s: %s", asked.id, answer.text)
         return asked, answer.text, ChosenBy.OWNER
 
