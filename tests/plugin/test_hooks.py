@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from shadowclone.errors import PluginUnavailable
-from shadowclone.plugin import Family, load_registry, make_plugin_manager, spec
+from shadowclone.errors import BadInput, PluginUnavailable
+from shadowclone.plugin import Family, NotifierContext, load_registry, make_plugin_manager, spec
 
 ROOT = Path(__file__).parents[2]
 HOOKSPECS = sorted(
@@ -55,6 +55,18 @@ def test_shadowclone_secret_providers() -> None:
     assert providers["github-token"].engine is None
     keys = [s.key for p in providers.values() for s in p.secrets]
     assert len(keys) == len(set(keys)), "two providers share a secrets-file key"
+
+
+def test_shadowclone_notifiers(tmp_path: Path) -> None:
+    registry = load_registry()
+    assert {"desktop", "webhook", "ntfy"} <= set(registry.names(Family.NOTIFIER))
+    context = NotifierContext(options={"url": "ftp://example.com"}, folder=tmp_path)
+    with pytest.raises(BadInput, match=r"notify\.webhook\.url: expected an http\(s\) URL"):
+        registry.notifier("webhook").factory(context)
+    ntfy = registry.notifier("ntfy").factory(
+        NotifierContext(options={"url": "https://ntfy.example.com/base/topic"}, folder=tmp_path)
+    )
+    assert (ntfy.server, ntfy.topic) == ("https://ntfy.example.com/base/", "topic")  # type: ignore[attr-defined]
 
 
 def test_disabled_plugins_are_listed_as_disabled() -> None:

@@ -533,6 +533,8 @@ class TestPauses:
             asked_model = len(server.model_requests())
         assert (code, lines[-1].outcome) == (0, Outcome.DONE)
         assert answered, "no cap question was asked"
+        asked = [line.question for line in lines if line.question is not None]
+        assert asked and all(q.cap for q in asked), "a cap's question says it is one"
         assert held == [0], "a model request went out while the owner was asked"
         assert asked_model >= 3  # the turn before the pause, after it, and the review
         paused = [line.text for line in lines if line.text.startswith("paused: ")]

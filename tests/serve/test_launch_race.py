@@ -136,11 +136,11 @@ class HookedServer(Server):
     after_mark: list[Op]
     act: object
 
-    def write(self, clone: object, record: Record) -> None:
+    def write(self, clone: object, record: Record, launch_failed: bool = False) -> None:
         marking = record.launching_at is not None and clone.record.launching_at is None  # type: ignore[attr-defined]
         if marking:
             run_ops(self.act, self.before_mark)
-        super().write(clone, record)  # type: ignore[arg-type]
+        super().write(clone, record, launch_failed)  # type: ignore[arg-type]
         if marking:
             run_ops(self.act, self.after_mark)
 

@@ -18,7 +18,13 @@ import tomlkit.exceptions
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
 from shadowclone.config.paths import Paths, default_paths
-from shadowclone.config.schema import DEFAULT_IMAGE, STRANGERS, Config
+from shadowclone.config.schema import (
+    DEFAULT_IMAGE,
+    NOTIFY_EVENTS,
+    STRANGERS,
+    Config,
+    NotifyConfig,
+)
 from shadowclone.errors import ConfigError, MalformedFile
 from shadowclone.node.files import read_bounded, write_atomic
 
@@ -53,7 +59,34 @@ def make_converter() -> cattrs.Converter:
     for kind in _TYPE_NAMES:
         converter.register_structure_hook(kind, _strict(kind))
     converter.register_structure_hook_func(lambda t: t == list[str], _strict_strings)
+    converter.register_structure_hook(NotifyConfig, _structure_notify)
+    converter.register_unstructure_hook(NotifyConfig, _unstructure_notify)
     return converter
+
+
+def _structure_notify(value: Any, _type: type[Any]) -> NotifyConfig:
+    """`[notify]`: `use` and `events`, and a table of its own per notifier."""
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a table, got {value!r}")
+    options: dict[str, dict[str, Any]] = {}
+    plain: dict[str, Any] = {}
+    for key, item in value.items():
+        (options if isinstance(item, dict) else plain)[key] = item
+    extra = sorted(set(plain) - {"use", "events"})
+    if extra:
+        raise ValueError(
+            f"unknown key {extra[0]!r}; expected use, events, or a [notify.NAME] table"
+        )
+    defaults = NotifyConfig()
+    return NotifyConfig(
+        use=_strict_strings(plain.get("use", defaults.use), list[str]),
+        events=_strict_strings(plain.get("events", defaults.events), list[str]),
+        options={name: dict(table) for name, table in options.items()},
+    )
+
+
+def _unstructure_notify(config: NotifyConfig) -> dict[str, Any]:
+    return {"use": list(config.use), "events": list(config.events), **config.options}
 
 
 CONVERTER = make_converter()
@@ -102,6 +135,20 @@ def check(config: Config) -> list[str]:
             parse_duration(config.retention.older_than)
         except BadInput as error:
             problems.append(f"retention.older_than: {error}")
+    for event in config.notify.events:
+        if event not in NOTIFY_EVENTS:
+            problems.append(
+                f"notify.events: unknown event {event!r}; expected some of "
+                + ", ".join(NOTIFY_EVENTS)
+            )
+    if config.dashboard.url is not None and not re.match(
+        r"^https?://[^/?#@\s]+(?:/[^?#\s]*)?$", config.dashboard.url
+    ):
+        problems.append("dashboard.url: expected an http(s) URL")
+    if not 0 < config.dashboard.port < 65536:
+        problems.append(
+            f"dashboard.port: expected a port from 1 to 65535, got {config.dashboard.port}"
+        )
     for number, cert in enumerate(config.environment.ca_certs):
         if not Path(cert).expanduser().is_absolute():
             problems.append(f"environment.ca_certs[{number}]: expected an absolute path")
@@ -287,6 +334,23 @@ disabled = []
 # (.devcontainer/devcontainer.json or .shadowclone/environment.toml) before its first clone.
 network = "host"     # the build steps' network; "default" for Docker's own
 ca_certs = []        # PEM files of certificate authorities the builds trust
+
+[notify]
+# Who serve tells when a clone asks a question, pauses at a cap, waits for a usage limit,
+# ends, or cannot be launched: "desktop", "webhook", "ntfy" (each configured below).
+use = []
+# events = ["question", "paused", "scheduled", "done", "failed", "stopped", "launch-failed"]
+# [notify.webhook]
+# url = "https://example.com/hook"     # JSON POSTs signed with HMAC-SHA256 (see the README)
+# [notify.ntfy]
+# url = "https://ntfy.sh/a-topic-only-you-know"   # a question's options become buttons
+
+[dashboard]
+# `shadowclone dashboard` serves it; with serve = true, serve does too.
+serve = false
+host = "127.0.0.1"
+port = 8765
+# url = "https://my-machine.example.net:8765"   # where your phone reaches it (answer links)
 """
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from shadowclone import __version__
@@ -97,6 +99,41 @@ class EnvironmentConfig:
     proxy in front of the registries)."""
 
 
+NOTIFY_EVENTS = (
+    "question",
+    "paused",
+    "scheduled",
+    "done",
+    "failed",
+    "stopped",
+    "launch-failed",
+)
+
+
+@attrs.frozen
+class NotifyConfig:
+    use: list[str] = attrs.field(factory=list)
+    """The notifiers serve tells things to: "desktop", "webhook", "ntfy"..."""
+    events: list[str] = attrs.field(factory=lambda: list(NOTIFY_EVENTS))
+    """Which events they hear."""
+    options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    """Each notifier's own table, `[notify.NAME]`."""
+
+
+@attrs.frozen
+class DashboardConfig:
+    serve: bool = False
+    """serve runs the dashboard too (else `shadowclone dashboard` does)."""
+    host: str = "127.0.0.1"
+    port: int = 8765
+    url: str | None = None
+    """The dashboard's address as the owner's devices reach it, for the links notifications
+    carry (default: http://host:port)."""
+
+    def address(self) -> str:
+        return (self.url or f"http://{self.host}:{self.port}").rstrip("/")
+
+
 def _default_providers() -> dict[str, ProviderConfig]:
     return {
         "claude": ProviderConfig(login="claude-api-key"),
@@ -121,6 +158,8 @@ class Config:
     security: SecurityConfig = SecurityConfig()
     retention: RetentionConfig = RetentionConfig()
     environment: EnvironmentConfig = EnvironmentConfig()
+    notify: NotifyConfig = NotifyConfig()
+    dashboard: DashboardConfig = DashboardConfig()
 
     def provider(self, engine: str) -> ProviderConfig | None:
         return self.providers.get(engine)

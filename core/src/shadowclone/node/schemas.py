@@ -137,6 +137,8 @@ class Question:
     free_text: bool = False
     """True if the owner may answer with words of their own, not only an option."""
     timeout_s: float = attrs.field(default=30 * 60.0, validator=_finite)
+    cap: bool = False
+    """Asked because the clone reached a cap: raise it and go on, or finish."""
 
 
 @attrs.frozen

@@ -22,6 +22,7 @@ from shadowclone.plugin.types import (
     EngineRegistration,
     Family,
     LauncherRegistration,
+    NotifierRegistration,
     Registration,
     ReviewStageRegistration,
     SecretProviderRegistration,
@@ -32,6 +33,7 @@ ENTRY_POINT_GROUP = "shadowclone"
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "shadowclone.providers",
     "shadowclone.run.review",
+    "shadowclone.notify.builtin",
 )
 """Core modules that register through the same hooks as any third-party plugin."""
 
@@ -40,6 +42,7 @@ HOOKS: dict[Family, tuple[str, type[Any]]] = {
     Family.LAUNCHER: ("shadowclone_launchers", LauncherRegistration),
     Family.REVIEW_STAGE: ("shadowclone_review_stages", ReviewStageRegistration),
     Family.SECRET_PROVIDER: ("shadowclone_secret_providers", SecretProviderRegistration),
+    Family.NOTIFIER: ("shadowclone_notifiers", NotifierRegistration),
 }
 
 Status = Literal["active", "disabled", "failed"]
@@ -123,6 +126,9 @@ class Registry:
 
     def secret_provider(self, name: str) -> SecretProviderRegistration:
         return self._typed(Family.SECRET_PROVIDER, name, SecretProviderRegistration)
+
+    def notifier(self, name: str) -> NotifierRegistration:
+        return self._typed(Family.NOTIFIER, name, NotifierRegistration)
 
     def secret_providers(self) -> list[SecretProviderRegistration]:
         return [self.secret_provider(n) for n in self.names(Family.SECRET_PROVIDER)]

@@ -14,6 +14,7 @@ import pluggy
 from shadowclone.plugin.types import (
     EngineRegistration,
     LauncherRegistration,
+    NotifierRegistration,
     ReviewStageRegistration,
     SecretProviderRegistration,
 )
@@ -58,5 +59,16 @@ def shadowclone_secret_providers() -> Iterable[SecretProviderRegistration]:
 
     :returns: the providers this plugin offers, each a `SecretProviderRegistration` naming its
         keys in the secrets file, how each reaches the engine, and its limits.
+    """
+    return ()  # pluggy never runs a spec body
+
+
+@hookspec
+def shadowclone_notifiers() -> Iterable[NotifierRegistration]:
+    """Offer notifiers: ways to tell the owner that a clone asks, pauses, waits or ends.
+
+    :returns: the notifiers this plugin provides, each a `NotifierRegistration` whose
+        `factory` builds a `Notifier` from its `[notify.NAME]` settings. The config's
+        `[notify] use` picks them by name.
     """
     return ()  # pluggy never runs a spec body

@@ -34,12 +34,13 @@ def _check_summary(_instance: object, attribute: attrs.Attribute[str], value: st
 
 
 class Family(enum.StrEnum):
-    """The four kinds of plugin the core knows."""
+    """The five kinds of plugin the core knows."""
 
     ENGINE = "engine"
     LAUNCHER = "launcher"
     REVIEW_STAGE = "review stage"
     SECRET_PROVIDER = "secret provider"
+    NOTIFIER = "notifier"
 
 
 # --------------------------------------------------------------------------- engines
@@ -397,6 +398,80 @@ class SecretProviderRegistration:
     only; a network-off clone may reach its host too)."""
 
 
+# --------------------------------------------------------------------------- notifiers
+
+
+class NotifyEvent(enum.StrEnum):
+    """What serve tells the owner of."""
+
+    QUESTION = "question"
+    """A clone asks the owner a question (it takes the recommended option after a while)."""
+    PAUSED = "paused"
+    """A clone reached one of its caps and asks whether to raise it or to finish."""
+    SCHEDULED = "scheduled"
+    """A clone waits for its login's usage limit to reset."""
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    LAUNCH_FAILED = "launch-failed"
+    """serve could not launch (or prepare) a clone."""
+
+
+@attrs.frozen
+class Notification:
+    """One thing to tell the owner, its text already redacted."""
+
+    event: NotifyEvent
+    clone_id: str
+    target: str
+    """owner/repo#number."""
+    title: str
+    """One short line."""
+    text: str
+    question_id: str | None = None
+    options: tuple[str, ...] = ()
+    recommended: str = ""
+    pr_url: str | None = None
+    url: str | None = None
+    """The clone's page on the dashboard, when the config gives the dashboard an address."""
+    answer_urls: Mapping[str, str] = attrs.field(factory=dict)
+    """For a question, by option: a URL that answers it with that option when POSTed to (a
+    link signed for that one answer, needing no token), when the dashboard has an address."""
+
+
+class Notifier(Protocol):
+    """Delivers notifications somewhere the owner sees them."""
+
+    def notify(self, notification: Notification) -> None:
+        """Deliver it, or raise: serve tries again later, with backoff, a few times."""
+        ...
+
+
+@attrs.frozen
+class NotifierContext:
+    """What a notifier's factory gets: its settings and a folder of its own."""
+
+    options: Mapping[str, object]
+    """The config's `[notify.NAME]` table (empty when there is none)."""
+    folder: Path
+    """A private folder (0700) for what the notifier keeps, a signing key for instance."""
+
+
+@attrs.frozen
+class NotifierRegistration:
+    """A notifier a plugin offers: `desktop`, `webhook`, `ntfy`..."""
+
+    name: str = attrs.field(validator=_check_name)
+    summary: str = attrs.field(validator=_check_summary)
+    factory: Callable[[NotifierContext], Notifier]
+    """Builds the notifier; raises `PluginUnavailable` (or `BadInput` for its settings) with
+    what to do when it cannot work here."""
+
+
 Registration = (
-    EngineRegistration | LauncherRegistration | ReviewStageRegistration | SecretProviderRegistration
+    EngineRegistration
+    | LauncherRegistration
+    | ReviewStageRegistration
+    | SecretProviderRegistration
+    | NotifierRegistration
 )

@@ -690,7 +690,9 @@ class CloneRun:
             f"The clone reached {reached.describe()}. Raise the cap by {reached.step()} and go "
             "on, or finish now (the work so far is saved as a draft pull request)?"
         )
-        _, choice, by = await self.ask_service.tool.choose(question, [raise_it, finish], finish)
+        _, choice, by = await self.ask_service.tool.choose(
+            question, [raise_it, finish], finish, cap=True
+        )
         if choice != raise_it or by is not ChosenBy.OWNER:
             return False
         caps = self.caps.raise_cap(reached.kind)

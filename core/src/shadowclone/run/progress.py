@@ -100,6 +100,7 @@ class ProgressWriter:
         *,
         free_text: bool = False,
         step: Step = Step.ENGINE,
+        cap: bool = False,
     ) -> Question:
         """Write a question line under a fresh id (`q1`, `q2`...) and return the question."""
         path = self.path
@@ -112,6 +113,7 @@ class ProgressWriter:
                     recommended=recommended,
                     free_text=free_text,
                     timeout_s=timeout_s,
+                    cap=cap,
                 )
             )
             line = ProgressLine(

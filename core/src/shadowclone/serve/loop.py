@@ -49,6 +49,14 @@ from shadowclone.node.schemas import (
     Throttles,
     now,
 )
+from shadowclone.notify.dispatch import (
+    BACKOFF_S,
+    Dispatcher,
+    links_for,
+    make_dispatcher,
+    notable,
+    notification,
+)
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
     CloneState,
@@ -56,6 +64,7 @@ from shadowclone.plugin.types import (
     Launcher,
     LaunchSpec,
     NetworkMode,
+    NotifyEvent,
 )
 from shadowclone.serve import records
 from shadowclone.serve.lock import ServeLock
@@ -93,6 +102,8 @@ class ServeSettings:
     back by one, up to `parallel_clones`."""
     retention_s: float = 3600.0
     """How often serve removes the clones `[retention] older_than` says are old enough."""
+    notify_backoff_s: tuple[float, ...] = BACKOFF_S
+    """The waits before each new try of a notification a notifier failed to deliver."""
 
 
 @attrs.define
@@ -145,8 +156,12 @@ class Server:
         launcher: Launcher,
         settings: ServeSettings,
         clock: Callable[[], datetime] = now,
+        dispatcher: Dispatcher | None = None,
     ) -> None:
         self.config = config
+        self.dispatcher = dispatcher
+        """Where the owner is told of questions, pauses and endings; None: nowhere."""
+        self.links = links_for(config, paths) if dispatcher is not None else None
         self.paths = paths
         self.launcher = launcher
         self.settings = settings
@@ -666,7 +681,8 @@ class Server:
             self.launcher.launch(spec)
         except Exception as error:  # noqa: BLE001 - any launcher failure fails this clone only
             log.error("clone %s could not be launched: %s", clone.id, error)
-            self.write(clone, records.failed(clone.record, f"launch failed: {error}", moment))
+            reason = f"launch failed: {error}"
+            self.write(clone, records.failed(clone.record, reason, moment), launch_failed=True)
             self._forget(clone)
             return
         self.write(
@@ -727,7 +743,8 @@ class Server:
         except Exception as error:  # noqa: BLE001 - any failure fails this clone only
             log.error("clone %s could not be prepared: %s", clone.id, error)
             reason = f"its launch could not be prepared: {error}"
-            self.write(clone, records.failed(clone.record, reason, self.clock()))
+            failed = records.failed(clone.record, reason, self.clock())
+            self.write(clone, failed, launch_failed=True)
             self._forget(clone)
             return
         clone.prepared = spec
@@ -863,12 +880,21 @@ class Server:
             folder.write_record(records.scrubbed(records.failed(base, reason, self.clock())))
         self._release(folder.id)
 
-    def write(self, clone: Clone, record: Record) -> None:
-        """Write the record if it changed (serve alone writes it)."""
+    def write(self, clone: Clone, record: Record, launch_failed: bool = False) -> None:
+        """Write the record if it changed (serve alone writes it), then tell the owner if
+        the change is one to tell."""
         if attrs.evolve(record, updated_at=clone.record.updated_at) == clone.record:
             return
+        before = clone.record
         clone.record = records.scrubbed(attrs.evolve(record, updated_at=self.clock()))
         clone.folder.write_record(clone.record)
+        if self.dispatcher is None:
+            return
+        event = notable(before, clone.record)
+        if event is NotifyEvent.FAILED and launch_failed:
+            event = NotifyEvent.LAUNCH_FAILED
+        if event is not None:
+            self.dispatcher.put(notification(event, clone.request, clone.record, self.links))
 
 
 def _clone_of(path: Path) -> str | None:
@@ -928,4 +954,14 @@ def serve_clones(
         if callable(reap):
             for stray in reap():
                 log.info("removed %s, left behind by an earlier serve", stray)
-        Server(config, paths, launcher, settings or ServeSettings()).run(stop_event, ready)
+        settings = settings or ServeSettings()
+        dispatcher = None
+        if config.notify.use:
+            registry = registry or load_registry(config.plugins.disabled)
+            dispatcher = make_dispatcher(config, paths, registry, settings.notify_backoff_s)
+        try:
+            server = Server(config, paths, launcher, settings, dispatcher=dispatcher)
+            server.run(stop_event, ready)
+        finally:
+            if dispatcher is not None:
+                dispatcher.close()

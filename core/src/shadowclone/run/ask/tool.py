@@ -108,7 +108,7 @@ class AskTool:
         return f"The owner answered your question ({asked.id}): {choice}"
 
     async def choose(
-        self, question: str, options: list[str], recommended: str
+        self, question: str, options: list[str], recommended: str, cap: bool = False
     ) -> tuple[Question, str, ChosenBy]:
         """Put the question to the owner and wait: the question, the choice and who chose
         (the owner, or the timeout that took the recommended option)."""
@@ -116,7 +116,7 @@ class AskTool:
         options = [option.strip() for option in options]
         recommended = recommended.strip()
         _check(question, options, recommended)
-        asked = self.progress.question(question, options, recommended, self.timeout_s)
+        asked = self.progress.question(question, options, recommended, self.timeout_s, cap=cap)
         log.info("asked %s: %s", asked.id, asked.text)
         try:
             answer = await asyncio.wait_for(

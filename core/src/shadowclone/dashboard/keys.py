@@ -1,0 +1,71 @@
+"""The dashboard's token, and the answer links notifications carry.
+
+The token is made once, kept 0600 beside the config, and every request to the dashboard needs
+it. An answer link is signed with a key derived from it for one clone, one question and one
+option: a notification can carry it to a phone without carrying the token, and it can do
+nothing but give that one answer (which the node takes only while the question is open).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+from shadowclone.config import Paths
+from shadowclone.errors import MalformedFile
+from shadowclone.node import files
+
+TOKEN_FILE = "dashboard.token"
+
+
+def token_file(paths: Paths) -> Path:
+    return paths.config_file.parent / TOKEN_FILE
+
+
+def load_token(paths: Paths, create: bool = True) -> tuple[str, bool]:
+    """The dashboard's token, and whether it was made now (then it is shown once)."""
+    path = token_file(paths)
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        if not create:
+            raise
+        token = secrets.token_urlsafe(32)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        files.write_atomic(path, token.encode(), mode=0o600)
+        return token, True
+    except (OSError, UnicodeDecodeError) as error:
+        raise MalformedFile(path, f"cannot read the dashboard's token: {error}") from None
+    if os.stat(path).st_mode & 0o077:
+        raise MalformedFile(path, "the dashboard's token is readable by others: chmod 600 it")
+    if len(text) < 32:
+        raise MalformedFile(path, "expected a token of at least 32 characters")
+    return text, False
+
+
+def _link_key(token: str) -> bytes:
+    return hmac.new(token.encode(), b"shadowclone answer links", hashlib.sha256).digest()
+
+
+def answer_signature(token: str, clone_id: str, question_id: str, choice: str) -> str:
+    message = "\0".join((clone_id, question_id, choice)).encode("utf-8", "surrogateescape")
+    digest = hmac.new(_link_key(token), message, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def signed(token: str, clone_id: str, question_id: str, choice: str, signature: str) -> bool:
+    expected = answer_signature(token, clone_id, question_id, choice)
+    return hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace"))
+
+
+def answer_url(base: str, token: str, clone_id: str, question_id: str, choice: str) -> str:
+    """The link that answers `question_id` of `clone_id` with `choice` when POSTed to."""
+    query = urlencode(
+        {"choice": choice, "sig": answer_signature(token, clone_id, question_id, choice)}
+    )
+    return f"{base.rstrip('/')}/answer/{quote(clone_id)}/{quote(question_id)}?{query}"

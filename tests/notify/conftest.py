@@ -1,0 +1,5 @@
+"""The serve fixtures: notifications are told by serve."""
+
+from tests.serve.conftest import ready, scripts
+
+__all__ = ["ready", "scripts"]

@@ -1,0 +1,252 @@
+"""Notifications from serve: a question, a cap's pause, a schedule and each ending reach the
+configured notifiers (a local webhook receiver, a local ntfy-compatible server), signed; a
+notifier that fails is tried again and never disturbs serve."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from shadowclone.config import Paths, load_config, set_value
+from shadowclone.dashboard.keys import load_token, signed
+from shadowclone.node.local import LocalNode
+from shadowclone.node.schemas import Question, Record, State
+from shadowclone.notify.builtin import SIGNATURE_HEADER
+from shadowclone.notify.dispatch import Dispatcher, notable
+from shadowclone.plugin import Notification, NotifyEvent
+from shadowclone_fake_launch.scripts import Play, Script
+
+from tests.serve.conftest import FAST, Scripts, serving, wait_state, wait_until
+
+QUICK = attrs.evolve(FAST, notify_backoff_s=(0.05, 0.05))
+
+
+@attrs.define
+class Receiver:
+    """A local HTTP server that keeps every POST: a webhook receiver, or an ntfy server."""
+
+    status: int = 200
+    posts: list[tuple[str, dict[str, str], bytes]] = attrs.field(factory=list)
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+    server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def bodies(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [json.loads(body) for _, _, body in self.posts]
+
+    def events(self) -> list[str]:
+        return [str(b.get("event") or b.get("tags", ["?"])[0]) for b in self.bodies()]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    found = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            with found.lock:
+                found.posts.append((self.path, dict(self.headers), body))
+            self.send_response(found.status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    found.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=found.server.serve_forever, daemon=True)
+    thread.start()
+    yield found
+    found.server.shutdown()
+    found.server.server_close()
+
+
+def configured(node: LocalNode, **keys: str) -> LocalNode:
+    for key, value in keys.items():
+        set_value(node.paths, key.replace("__", "."), value)
+    config, paths = load_config(node.paths)
+    return LocalNode(config, paths, registry=node.registry)
+
+
+def test_a_question_and_the_end_reach_the_webhook_signed(
+    node: LocalNode, home: Paths, ready: Scripts, receiver: Receiver
+) -> None:
+    node = configured(
+        node,
+        notify__use='["webhook"]',
+        notify__webhook__url=json.dumps(receiver.url + "/hook"),
+        dashboard__url='"https://dash.example.net"',
+    )
+    ready.set("acme/app#1", Script(play=Play.ASK))
+    clone = node.start("acme/app#1")
+    with serving(node, QUICK):
+        wait_until(lambda: "question" in receiver.events(), "the question's notification")
+        node.answer(clone.id, "q1", "right")
+        wait_state(home, clone.id, State.DONE)
+        wait_until(lambda: "done" in receiver.events(), "the end's notification")
+    assert receiver.events() == ["question", "done"]
+    key = (home.config_file.parent / "notify" / "webhook" / "webhook.key").read_bytes().strip()
+    for path, headers, body in receiver.posts:
+        assert path == "/hook"
+        expected = "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+        assert headers[SIGNATURE_HEADER] == expected
+    question, done = receiver.bodies()
+    assert (question["clone_id"], question["target"]) == (clone.id, "acme/app#1")
+    assert question["question_id"] == "q1" and question["options"]
+    assert question["url"] == f"https://dash.example.net/clones/{clone.id}"
+    token, _ = load_token(home, create=False)
+    for option, url in question["answer_urls"].items():
+        assert url.startswith(f"https://dash.example.net/answer/{clone.id}/q1?")
+        signature = url.rsplit("sig=", 1)[1]
+        assert signed(token, clone.id, "q1", option, signature)
+    assert "done" in done["title"]
+
+
+def test_ntfy_gets_the_question_with_an_answer_button_per_option(
+    node: LocalNode, home: Paths, ready: Scripts, receiver: Receiver
+) -> None:
+    node = configured(
+        node,
+        notify__use='["ntfy"]',
+        notify__events='["question"]',
+        notify__ntfy__url=json.dumps(receiver.url + "/my-topic"),
+        dashboard__serve="true",
+    )
+    ready.set("acme/app#1", Script(play=Play.ASK))
+    clone = node.start("acme/app#1")
+    with serving(node, QUICK):
+        wait_until(receiver.bodies, "the question on the topic")
+        node.answer(clone.id, "q1", "left")
+        wait_state(home, clone.id, State.DONE)
+    [message] = receiver.bodies()  # only the events the config names
+    assert receiver.posts[0][0] == "/"
+    assert message["topic"] == "my-topic" and message["tags"] == ["question"]
+    assert message["priority"] == 4
+    actions = message["actions"]
+    assert [a["action"] for a in actions] == ["http"] * len(actions)
+    assert all(a["method"] == "POST" and "/answer/" in a["url"] for a in actions)
+    assert message["click"].endswith(f"/clones/{clone.id}")
+
+
+def test_a_failing_notifier_is_tried_again_and_never_disturbs_serve(
+    node: LocalNode, home: Paths, ready: Scripts, receiver: Receiver
+) -> None:
+    receiver.status = 500
+    node = configured(
+        node,
+        notify__use='["webhook", "desktop-of-nobody"]',  # one broken, one unknown
+        notify__webhook__url=json.dumps(receiver.url),
+    )
+    ready.default = Script(play=Play.FINISH, steps=1)
+    ready.save()
+    ids = [node.start(f"acme/app#{n}").id for n in (1, 2, 3)]
+    with serving(node, QUICK):
+        for clone_id in ids:
+            wait_state(home, clone_id, State.DONE)
+        # Each ending: the first try and two more (QUICK's backoff), then given up.
+        wait_until(lambda: len(receiver.posts) == 9, "three tries of each notification")
+    log = home.clones_dir.joinpath("serve.log").read_text()
+    assert "notifier desktop-of-nobody is left out" in log
+    assert "notifier webhook gave up" in log
+
+
+class Flaky:
+    """Fails its first `failures` deliveries, then keeps what it gets."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.got: list[Notification] = []
+
+    def notify(self, notification: Notification) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise OSError("unreachable")
+        self.got.append(notification)
+
+
+class Hanging:
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def notify(self, notification: Notification) -> None:
+        self.release.wait(30)
+
+
+def test_a_notifier_that_hangs_holds_up_neither_the_others_nor_the_caller() -> None:
+    flaky, hanging = Flaky(failures=1), Hanging()
+    dispatcher = Dispatcher({"flaky": flaky, "hanging": hanging}, ["done"], backoff_s=(0.01,))
+    item = Notification(NotifyEvent.DONE, "c1", "a/b#1", "a/b#1 done", "done")
+    for _ in range(3):
+        dispatcher.put(item)  # returns at once
+    dispatcher.put(attrs.evolve(item, event=NotifyEvent.QUESTION))  # not configured: dropped
+    wait_until(lambda: len(flaky.got) == 3, "the flaky notifier's deliveries")
+    hanging.release.set()
+    dispatcher.close()
+    assert all(n.event is NotifyEvent.DONE for n in flaky.got)
+
+
+AT = datetime(2026, 12, 4, tzinfo=UTC)
+STATES = st.sampled_from(list(State))
+QUESTIONS = st.none() | st.builds(
+    Question,
+    id=st.sampled_from(["q1", "q2"]),
+    text=st.just("Which?"),
+    options=st.just(("a", "b")),
+    recommended=st.just("a"),
+    cap=st.booleans(),
+)
+
+
+@given(
+    old_state=STATES,
+    new_state=STATES,
+    old_question=QUESTIONS,
+    new_question=QUESTIONS,
+    scheduled=st.booleans(),
+)
+def test_each_change_of_a_record_is_told_once_and_only_when_it_is_news(
+    old_state: State,
+    new_state: State,
+    old_question: Question | None,
+    new_question: Question | None,
+    scheduled: bool,
+) -> None:
+    until = AT + timedelta(hours=1) if scheduled else None
+    old = Record(id="c", state=old_state, question=old_question)
+    new = Record(id="c", state=new_state, question=new_question, scheduled_until=until)
+    event = notable(old, new)
+    assert notable(new, new) is None  # writing the same record again tells nothing
+    if new_state in (State.DONE, State.FAILED, State.STOPPED):
+        assert (event is not None) == old_state.active
+        if event is not None:
+            assert event.value == new_state.value
+    elif new_question is not None and (old_question is None or old_question.id != new_question.id):
+        assert event is (NotifyEvent.PAUSED if new_question.cap else NotifyEvent.QUESTION)
+    elif new_state is State.SCHEDULED and old_state is not State.SCHEDULED:
+        assert event is NotifyEvent.SCHEDULED
+    else:
+        assert event is None
+
+
+def test_an_unknown_event_in_the_config_is_one_line(home: Paths, cli: Any) -> None:
+    set_value_error = cli("config", "set", "notify.events", '["questions"]')
+    assert set_value_error.code != 0
+    assert "notify.events: unknown event 'questions'" in set_value_error.err
+    assert "Traceback" not in set_value_error.err
