@@ -5,7 +5,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: demo test lint typecheck unit engines docker bench clean
+.PHONY: demo test lint typecheck unit engines docker browser bench clean
 
 $(STAMP): pyproject.toml uv.lock core/pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check uv
@@ -27,6 +27,13 @@ docker: $(STAMP)
 	elif [ "$$CI" = true ]; then echo "make: CI=true needs Docker and the clone image" >&2; exit 1; \
 	else echo "make: no Docker engine or clone image here: the Docker tests will skip" >&2; fi
 
+# Chromium and its driver for the dashboard's browser tests; under CI=true a failure stops
+# `make test`, elsewhere those tests skip, saying why.
+browser:
+	@if scripts/install-browser; then :; \
+	elif [ "$$CI" = true ]; then echo "make: CI=true needs Chromium for the browser tests" >&2; exit 1; \
+	else echo "make: no Chromium here: the browser tests will skip" >&2; fi
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -38,7 +45,7 @@ unit: $(STAMP)
 	scripts/open-python-path $(VENV)/bin/python
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-test: $(STAMP) engines docker lint typecheck unit
+test: $(STAMP) engines docker browser lint typecheck unit
 
 # Every benchmark in full (each prints its ratios against a floor measured in the same run);
 # `make test` runs each in its quick mode only (tests/bench).

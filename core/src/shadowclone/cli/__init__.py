@@ -75,6 +75,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "serve",
         "Start queued clones, deliver messages and answers, and record how each clone ends.",
     ),
+    "dashboard": (
+        "dashboard_cmd",
+        "dashboard",
+        "Serve the dashboard: a local web page to follow clones, answer, message and stop them.",
+    ),
     "mcp": (
         "mcp_cmd",
         "mcp",

@@ -125,7 +125,7 @@ class Player:
                             Step.ENGINE,
                             ProgressKind.ANSWER,
                             line.text,
-                            answer=Answer(QUESTION_ID, line.text),
+                            answer=Answer(QUESTION_ID, line.text, via=line.via),
                         )
                     )
                     self.final(Outcome.DONE, f"answered {line.text}")

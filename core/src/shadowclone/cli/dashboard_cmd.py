@@ -1,0 +1,35 @@
+"""`shadowclone dashboard`: the local web page."""
+
+from __future__ import annotations
+
+import click
+
+from shadowclone.cli.app import App, pass_app
+from shadowclone.config import load_config
+
+
+@click.command()
+@click.option("--host", help="The address to listen on (default: the config's, 127.0.0.1).")
+@click.option("--port", type=click.IntRange(1, 65535), help="The port (default: the config's).")
+@pass_app
+def dashboard(app: App, host: str | None, port: int | None) -> None:
+    """Serve the dashboard: a local web page to follow clones, answer, message and stop them."""
+    from shadowclone.dashboard.keys import load_token, token_file
+    from shadowclone.dashboard.server import make_server
+
+    config, paths = load_config(app.paths)
+    host = host or config.dashboard.host
+    port = port or config.dashboard.port
+    token, made = load_token(paths)
+    server = make_server(config, paths, host, port)
+    address = f"http://{host}:{port}"
+    if made:  # shown this once; it stays in the file
+        app.out.print(f"open {address}/login?token={token}", markup=False, highlight=False)
+    else:
+        app.out.print(
+            f"the dashboard serves {address}: log in at {address}/login?token=TOKEN, the "
+            f"token being in {token_file(paths)}",
+            markup=False,
+            highlight=False,
+        )
+    server.run()

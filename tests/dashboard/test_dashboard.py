@@ -1,0 +1,160 @@
+"""The dashboard over HTTP: the token on every request, CSRF-safe forms, answer links signed
+for one answer, the node's own rules on every action, and no secret on any page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from shadowclone.config import Paths
+from shadowclone.dashboard.keys import answer_url
+from shadowclone.node.local import LocalNode
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import InboxKind, ProgressKind, ProgressLine, State, Step, Via
+from shadowclone_fake_launch.scripts import Play, Script
+
+from tests.dashboard.conftest import Site
+from tests.serve.conftest import Scripts, serving, wait_state, wait_until
+
+PLANTED = "sk-ant-api03-" + "Q" * 40
+"""A token of a known shape a hostile clone printed into its progress."""
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r"name='csrf' value='([0-9a-f]+)'", page)
+    assert found, "the page has a form with its CSRF value"
+    return found.group(1)
+
+
+def inbox(home: Paths, clone_id: str) -> list[tuple[InboxKind, str, Via | None]]:
+    lines, _, _ = RunFolder(home.clones_dir / clone_id).inbox()
+    return [(line.kind, line.text, line.via) for line in lines]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/", "/events", "/clones/x", "/clones/x/events"],
+)
+def test_every_page_needs_the_token(site: Site, path: str) -> None:
+    with site.client() as client:
+        assert client.get(path).status_code == 401
+        assert client.get(path, headers={"Authorization": "Bearer nope"}).status_code == 401
+        assert client.get("/login", params={"token": "nope"}).status_code == 401
+        assert client.post("/clones/x/stop").status_code == 401
+
+
+def test_the_owner_answers_sends_and_stops_from_the_page(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site
+) -> None:
+    ready.set("acme/app#1", Script(play=Play.ASK))
+    ready.set("acme/app#2", Script(play=Play.HANG))
+    asking, hanging = node.start("acme/app#1"), node.start("acme/app#2")
+    with serving(node), site.logged_in() as browser:
+        wait_state(home, asking.id, State.WAITING)
+        listing = browser.get("/").text
+        assert asking.id in listing and "waiting" in listing
+        page = browser.get(f"/clones/{asking.id}").text
+        assert "Question q1" in page
+        csrf = csrf_of(page)
+        answered = browser.post(
+            f"/clones/{asking.id}/answer",
+            data={"csrf": csrf, "question_id": "q1", "choice": "right"},
+        )
+        assert answered.status_code == 303 and "said=answered" in answered.headers["location"]
+        again = browser.post(
+            f"/clones/{asking.id}/answer",
+            data={"csrf": csrf, "question_id": "q1", "choice": "right"},
+        )
+        assert "already%20answered" in again.headers["location"]  # the node's rule, one line
+        wait_state(home, asking.id, State.DONE)
+        wait_state(home, hanging.id, State.RUNNING)
+        sent = browser.post(f"/clones/{hanging.id}/send", data={"csrf": csrf, "text": "hi"})
+        assert sent.status_code == 303
+        stopped = browser.post(f"/clones/{hanging.id}/stop", data={"csrf": csrf})
+        assert stopped.status_code == 303
+        wait_state(home, hanging.id, State.STOPPED)
+    assert inbox(home, asking.id) == [(InboxKind.ANSWER, "right", Via.DASHBOARD)]
+    assert inbox(home, hanging.id) == [(InboxKind.MESSAGE, "hi", Via.DASHBOARD)]
+    progress, _, _ = RunFolder(home.clones_dir / asking.id).progress()
+    [answer] = [line.answer for line in progress if line.answer is not None]
+    assert answer.via is Via.DASHBOARD  # the record shows how the owner answered
+
+
+def test_a_form_without_its_csrf_value_or_from_elsewhere_is_refused(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site
+) -> None:
+    ready.set("acme/app#1", Script(play=Play.HANG))
+    clone = node.start("acme/app#1")
+    with site.logged_in() as browser:
+        csrf = csrf_of(browser.get(f"/clones/{clone.id}").text)
+        assert browser.post(f"/clones/{clone.id}/stop", data={}).status_code == 403
+        foreign = {"Origin": "https://evil.example"}
+        refused = browser.post(f"/clones/{clone.id}/stop", data={"csrf": csrf}, headers=foreign)
+        assert refused.status_code == 403
+        assert node.get(clone.id).stop_requested is False
+        # A script with the token (Authorization: Bearer) needs no CSRF value: no cookie acts.
+    with site.client() as api:
+        done = api.post(
+            f"/clones/{clone.id}/stop", headers={"Authorization": f"Bearer {site.token}"}
+        )
+        assert done.status_code == 200 and "stopping" in done.text
+    assert node.get(clone.id).stop_requested is True
+
+
+def test_an_answer_link_gives_its_one_answer_once_and_nothing_else(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site
+) -> None:
+    ready.set("acme/app#1", Script(play=Play.ASK))
+    clone = node.start("acme/app#1")
+    with serving(node):
+        wait_state(home, clone.id, State.WAITING)
+        link = answer_url(site.url, site.token, clone.id, "q1", "left")
+        with site.client() as phone:
+            forged = link.replace("choice=left", "choice=right")
+            assert phone.post(forged).status_code == 403
+            other = answer_url(site.url, site.token, clone.id, "q2", "left")
+            assert phone.post(other).status_code == 409  # signed, but no such question
+            assert phone.get(link).status_code == 405  # a preview of the link answers nothing
+            assert phone.post(link).status_code == 200
+            assert phone.post(link).status_code == 409  # already answered
+            assert phone.get("/").status_code == 401  # the link is no key to the rest
+        wait_state(home, clone.id, State.DONE)
+    assert inbox(home, clone.id) == [(InboxKind.ANSWER, "left", Via.NOTIFICATION)]
+
+
+def test_a_planted_secret_never_reaches_a_page(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site
+) -> None:
+    ready.set("acme/app#1", Script(play=Play.HANG))
+    clone = node.start("acme/app#1")
+    folder = RunFolder(home.clones_dir / clone.id)
+    folder.append_progress(ProgressLine(Step.ENGINE, ProgressKind.TEXT, f"key {PLANTED} planted"))
+    with serving(node), site.logged_in() as browser:
+        wait_state(home, clone.id, State.RUNNING)
+        seen = browser.get("/").text + browser.get(f"/clones/{clone.id}").text
+        with browser.stream("GET", f"/clones/{clone.id}/events?from=0") as events:
+            streamed = ""
+            for chunk in events.iter_text():
+                streamed += chunk
+                if "event: view" in streamed and "planted" in streamed:
+                    break
+        node.stop(clone.id)
+        wait_state(home, clone.id, State.STOPPED)
+    assert "planted" in seen and "planted" in streamed  # the line is shown, its key is not
+    assert PLANTED not in seen and PLANTED not in streamed
+    assert "Q" * 40 not in seen + streamed
+
+
+def test_the_list_streams_a_new_clone_as_it_comes(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site
+) -> None:
+    with site.logged_in() as browser, browser.stream("GET", "/events") as events:
+        lines = events.iter_lines()
+        first = next(line for line in lines if line.startswith("data:"))
+        assert "no clones yet" in first
+        clone = node.start("acme/app#1")
+        found = wait_until(
+            lambda: next((line for line in lines if line.startswith("data:")), ""),
+            "the next snapshot",
+        )
+        assert clone.id in found
