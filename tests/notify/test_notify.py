@@ -14,18 +14,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import attrs
+import httpx2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from shadowclone.config import Paths, load_config, set_value
 from shadowclone.dashboard.keys import load_token, signed
 from shadowclone.node.local import LocalNode
-from shadowclone.node.schemas import Question, Record, State
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import Question, Record, State, Via
 from shadowclone.notify.builtin import SIGNATURE_HEADER
 from shadowclone.notify.dispatch import Dispatcher, notable
 from shadowclone.plugin import Notification, NotifyEvent
 from shadowclone_fake_launch.scripts import Play, Script
 
+from tests.dashboard.conftest import free_port
 from tests.serve.conftest import FAST, Scripts, serving, wait_state, wait_until
 
 QUICK = attrs.evolve(FAST, notify_backoff_s=(0.05, 0.05))
@@ -250,3 +253,31 @@ def test_an_unknown_event_in_the_config_is_one_line(home: Paths, cli: Any) -> No
     assert set_value_error.code != 0
     assert "notify.events: unknown event 'questions'" in set_value_error.err
     assert "Traceback" not in set_value_error.err
+
+
+def test_a_question_answered_from_its_ntfy_button_reaches_the_clone(
+    node: LocalNode, home: Paths, ready: Scripts, receiver: Receiver
+) -> None:
+    """serve runs the dashboard too; the ntfy message's button, pressed as the ntfy app
+    does (a POST of its URL), answers the question through it, and the clone goes on."""
+    port = free_port()
+    node = configured(
+        node,
+        notify__use='["ntfy"]',
+        notify__ntfy__url=json.dumps(receiver.url + "/topic"),
+        dashboard__serve="true",
+        dashboard__port=str(port),
+    )
+    ready.set("acme/app#1", Script(play=Play.ASK))
+    clone = node.start("acme/app#1")
+    with serving(node, QUICK):
+        [message] = wait_until(receiver.bodies, "the question on the topic")
+        button = next(a for a in message["actions"] if a["label"] == "left")
+        assert button["url"].startswith(f"http://127.0.0.1:{port}/answer/{clone.id}/q1?")
+        pressed = httpx2.post(button["url"], timeout=10)
+        assert pressed.status_code == 200, pressed.text
+        record = wait_state(home, clone.id, State.DONE)
+    assert record.report == "answered left"
+    progress, _, _ = RunFolder(home.clones_dir / clone.id).progress()
+    [answer] = [line.answer for line in progress if line.answer is not None]
+    assert answer.via is Via.NOTIFICATION

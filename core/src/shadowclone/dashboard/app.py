@@ -83,7 +83,7 @@ def page(title: str, body: str, script: str = "") -> HTMLResponse:
             "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; "
             "script-src 'unsafe-inline'; frame-ancestors 'none'",
             "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
+            "Referrer-Policy": "same-origin",
             "Cache-Control": "no-store",
         },
     )

@@ -959,9 +959,17 @@ def serve_clones(
         if config.notify.use:
             registry = registry or load_registry(config.plugins.disabled)
             dispatcher = make_dispatcher(config, paths, registry, settings.notify_backoff_s)
+        dashboard = None
+        if config.dashboard.serve:
+            from shadowclone.dashboard.server import DashboardThread
+
+            dashboard = DashboardThread(config, paths)
+            dashboard.start()
         try:
             server = Server(config, paths, launcher, settings, dispatcher=dispatcher)
             server.run(stop_event, ready)
         finally:
             if dispatcher is not None:
                 dispatcher.close()
+            if dashboard is not None:
+                dashboard.stop()

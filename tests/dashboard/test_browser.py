@@ -1,0 +1,116 @@
+"""The dashboard in a real headless Chromium (Debian's, through Selenium and its driver): list,
+follow a clone live, answer, send, stop; no token, no page; no planted secret on a page. Each
+view is saved as a screenshot in build/screenshots/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from shadowclone.config import Paths
+from shadowclone.node.local import LocalNode
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import ProgressKind, ProgressLine, State, Step
+from shadowclone_fake_launch.scripts import Play, Script
+
+from tests.conftest import skip_or_fail
+from tests.dashboard.conftest import Site
+from tests.dashboard.test_dashboard import PLANTED
+from tests.serve.conftest import Scripts, serving, wait_state
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
+WAIT_S = 20.0
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is a dev dependency")
+from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.webdriver import Chrome  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+@pytest.fixture
+def browser() -> Iterator[Chrome]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        skip_or_fail("no Chromium here (scripts/install-browser installs Debian's)")
+    assert chromium is not None and driver is not None
+    os.environ.setdefault("SE_OFFLINE", "true")  # the driver is Debian's: fetch nothing
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
+        options.add_argument(argument)
+    options.add_argument("--window-size=1200,800")
+    session = webdriver.Chrome(options=options, service=webdriver.ChromeService(driver))
+    session.set_page_load_timeout(WAIT_S)
+    try:
+        yield session
+    finally:
+        session.quit()
+
+
+def until(browser: Chrome, check: Callable[[Chrome], object]) -> None:
+    try:
+        WebDriverWait(browser, WAIT_S, poll_frequency=0.1).until(check)
+    except TimeoutException:
+        shot(browser, "timed-out")  # what the page showed instead
+        raise
+
+
+def shot(browser: Chrome, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+
+
+def text(browser: Chrome, element_id: str) -> str:
+    return str(browser.find_element(By.ID, element_id).text)
+
+
+def test_the_owner_follows_answers_sends_and_stops_in_a_real_browser(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site, browser: Chrome
+) -> None:
+    ready.set("acme/app#1", Script(play=Play.ASK))
+    ready.set("acme/app#2", Script(play=Play.ECHO))
+    ready.set("acme/app#3", Script(play=Play.HANG))
+    asking, echoing, hanging = (node.start(f"acme/app#{n}") for n in (1, 2, 3))
+    RunFolder(home.clones_dir / hanging.id).append_progress(
+        ProgressLine(Step.ENGINE, ProgressKind.TEXT, f"the engine printed {PLANTED} planted")
+    )
+    with serving(node):
+        browser.get(f"{site.url}/")
+        assert "needs your token" in browser.page_source  # no token, no page
+        browser.get(f"{site.url}/login?token={site.token}")
+        until(browser, lambda b: all(c.id in text(b, "clones") for c in (asking, echoing)))
+        until(browser, lambda b: "waiting" in text(b, "clones"))  # live: the list streams
+        shot(browser, "list")
+
+        browser.find_element(By.LINK_TEXT, asking.id).click()
+        until(browser, lambda b: "Question q1" in text(b, "question"))
+        shot(browser, "question")
+        browser.find_element(By.XPATH, "//button[@value='right']").click()
+        until(
+            browser, lambda b: "answer to q1: right (by owner via dashboard)" in text(b, "progress")
+        )
+        until(browser, lambda b: "done" in text(b, "summary"))
+        shot(browser, "answered")
+
+        browser.get(f"{site.url}/clones/{echoing.id}")
+        until(browser, lambda b: "running" in text(b, "summary"))
+        field = browser.find_element(By.NAME, "text")
+        field.send_keys("hello from the browser")
+        browser.find_element(By.XPATH, "//button[text()='Send']").click()
+        until(browser, lambda b: "hello from the browser" in text(b, "progress"))
+        shot(browser, "follow")
+
+        browser.get(f"{site.url}/clones/{hanging.id}")
+        until(browser, lambda b: "planted" in text(b, "progress"))
+        assert PLANTED not in browser.page_source
+        browser.find_element(By.XPATH, "//button[text()='Stop']").click()
+        until(browser, lambda b: "stopped" in text(b, "summary"))  # live, as serve records it
+        shot(browser, "stopped")
+        node.stop(echoing.id)
+        wait_state(home, echoing.id, State.STOPPED)
+    for name in ("list", "question", "answered", "follow", "stopped"):
+        assert (SCREENSHOTS / f"{name}.png").stat().st_size > 1000
