@@ -7,10 +7,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -20,12 +22,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from shadowclone.config import Paths, load_config, set_value
 from shadowclone.dashboard.keys import load_token, signed
+from shadowclone.errors import PluginUnavailable
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Question, Record, State, Via
 from shadowclone.notify.builtin import SIGNATURE_HEADER
 from shadowclone.notify.dispatch import Dispatcher, notable
-from shadowclone.plugin import Notification, NotifyEvent
+from shadowclone.plugin import LaunchSpec, Notification, NotifyEvent
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import Play, Script
 
 from tests.dashboard.conftest import free_port
@@ -281,3 +285,48 @@ def test_a_question_answered_from_its_ntfy_button_reaches_the_clone(
     progress, _, _ = RunFolder(home.clones_dir / clone.id).progress()
     [answer] = [line.answer for line in progress if line.answer is not None]
     assert answer.via is Via.NOTIFICATION
+
+
+class Unlaunchable(FakeLauncher):
+    def launch(self, spec: LaunchSpec) -> None:
+        raise PluginUnavailable("the clone image is not on this machine")
+
+
+def test_a_clone_serve_cannot_launch_is_told_as_such(
+    node: LocalNode, home: Paths, ready: Scripts, receiver: Receiver
+) -> None:
+    node = configured(
+        node, notify__use='["webhook"]', notify__webhook__url=json.dumps(receiver.url)
+    )
+    clone = node.start("acme/app#1")
+    with serving(node, QUICK, launcher=Unlaunchable(default_state_dir())):
+        wait_state(home, clone.id, State.FAILED)
+        wait_until(receiver.bodies, "the notification")
+    [told] = receiver.bodies()
+    assert told["event"] == "launch-failed"
+    assert "the clone image is not on this machine" in told["text"]
+
+
+def test_the_desktop_notifier_runs_notify_send(
+    node: LocalNode,
+    home: Paths,
+    ready: Scripts,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stand-in notify-send on PATH keeps its arguments: the title and text it was given."""
+    bin_dir, kept = tmp_path / "bin", tmp_path / "notify-send.args"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "notify-send"
+    stand_in.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {kept}\n')
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    node = configured(node, notify__use='["desktop"]')
+    ready.set("acme/app#1", Script(play=Play.FINISH, steps=1))
+    clone = node.start("acme/app#1")
+    with serving(node, QUICK):
+        wait_state(home, clone.id, State.DONE)
+        wait_until(kept.exists, "notify-send to run")
+    args = kept.read_text().splitlines()
+    assert "--app-name=shadowclone" in args and "acme/app#1 done" in args
+    assert any(clone.id in arg for arg in args)

@@ -104,6 +104,7 @@ class WebhookNotifier:
     def __init__(self, context: NotifierContext) -> None:
         self.url = _url(context.options, "url", "webhook")
         self.key = _key(context.folder / KEY_FILE)
+        self.client = httpx2.Client(timeout=TIMEOUT_S)  # kept alive between notifications
 
     def notify(self, notification: Notification) -> None:
         body = json.dumps(payload(notification), sort_keys=True).encode()
@@ -113,7 +114,7 @@ class WebhookNotifier:
             SIGNATURE_HEADER: f"sha256={signature}",
             EVENT_HEADER: str(notification.event),
         }
-        response = httpx2.post(self.url, content=body, headers=headers, timeout=TIMEOUT_S)
+        response = self.client.post(self.url, content=body, headers=headers)
         _check(response, "the webhook")
 
 
@@ -140,6 +141,7 @@ class NtfyNotifier:
                 f"notify.ntfy.url: expected a topic's URL (https://ntfy.sh/TOPIC), got {url!r}"
             )
         self.server = urlunsplit((parts.scheme, parts.netloc, prefix + "/", "", ""))
+        self.client = httpx2.Client(timeout=TIMEOUT_S)
         self.topic = topic
 
     def notify(self, notification: Notification) -> None:
@@ -158,7 +160,7 @@ class NtfyNotifier:
         ]
         if actions:
             message["actions"] = actions[:NTFY_ACTIONS]
-        response = httpx2.post(self.server, json=message, timeout=TIMEOUT_S)
+        response = self.client.post(self.server, json=message)
         _check(response, "ntfy")
 
 
