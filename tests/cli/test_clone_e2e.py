@@ -92,7 +92,7 @@ def test_an_issue_becomes_a_pull_request_and_the_owner_answers(owner: Owner) -> 
     assert record.state is State.WAITING
     assert owner.cli("answer", clone_id, record.question.id, "formal").code == 0
     followed = owner.cli("get", clone_id, "--follow", "-n", "100")
-    assert "answer to q1: formal (by owner)" in followed.out
+    assert "answer to q1: formal (by owner via cli)" in followed.out
     done = owner.wait(clone_id, State.DONE)
     [pull] = owner.github.pull_requests("you/app")
     assert done.pr_url == f"{owner.github.url}/you/app/pull/{pull.number}"
