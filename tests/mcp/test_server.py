@@ -243,6 +243,7 @@ async def test_answer_an_open_question_once(home: Paths, tmp_path: Path, cli: Cl
             "recommended": "sqlite",
             "free_text": False,
             "timeout_s": 1800.0,
+            "cap": False,
         }
         line = await refused(
             client,
