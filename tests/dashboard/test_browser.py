@@ -25,7 +25,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 WAIT_S = 20.0
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is a dev dependency")
-from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.common.exceptions import TimeoutException, WebDriverException  # noqa: E402
 from selenium.webdriver import Chrome  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -53,7 +53,10 @@ def browser() -> Iterator[Chrome]:
 
 def until(browser: Chrome, check: Callable[[Chrome], object]) -> None:
     try:
-        WebDriverWait(browser, WAIT_S, poll_frequency=0.1).until(check)
+        # A form posted reloads the page: an element read meanwhile may be the old page's.
+        WebDriverWait(
+            browser, WAIT_S, poll_frequency=0.1, ignored_exceptions=(WebDriverException,)
+        ).until(check)
     except TimeoutException:
         shot(browser, "timed-out")  # what the page showed instead
         raise

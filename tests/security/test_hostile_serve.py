@@ -117,6 +117,9 @@ class RememberingLauncher:
     ) -> LaunchSpec:
         return spec
 
+    def reap_strays(self) -> list[str]:
+        return []
+
     def launch(self, spec: LaunchSpec) -> None:
         with self.lock:
             self.launched[spec.clone_id] = spec

@@ -85,6 +85,9 @@ class MemoryLauncher:
     ) -> LaunchSpec:
         return spec
 
+    def reap_strays(self) -> list[str]:
+        return []
+
     def launch(self, spec: LaunchSpec) -> None:
         run_ops(self.act, self.during)
         with self.lock:

@@ -55,9 +55,12 @@ def _service() -> Check:
 
 
 def _launcher(app: App) -> Check:
+    from shadowclone.plugin import LauncherSettings
+
     config = app.node().config
     try:
-        launcher = app.node().registry.launcher(config.launcher).factory()
+        settings = LauncherSettings(app.node().paths.clones_dir, config.image)
+        launcher = app.node().registry.launcher(config.launcher).factory(settings)
         launcher.check()
     except ShadowcloneError as error:
         return Check(f"launcher {config.launcher}", False, str(error), blocks=True)

@@ -1,4 +1,6 @@
-"""Everything a plugin author imports: the `hookimpl` marker, registrations and protocols."""
+"""Everything a plugin author imports: the `hookimpl` marker, the registrations and
+protocols, the errors a plugin raises, and the helpers an engine or a launcher shares (process
+trees, one-line summaries, the environment image builder)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from shadowclone.errors import BadInput, MalformedFile, PluginUnavailable, Refused
 from shadowclone.plugin.spec import PROJECT
 from shadowclone.plugin.types import (
     CloneState,
@@ -22,6 +25,7 @@ from shadowclone.plugin.types import (
     FinishedEvent,
     Launcher,
     LauncherRegistration,
+    LauncherSettings,
     LaunchSpec,
     NetworkMode,
     Notification,
@@ -43,6 +47,7 @@ from shadowclone.plugin.types import (
 )
 
 if TYPE_CHECKING:
+    from shadowclone.environment.build import prepare_image
     from shadowclone.plugin.manager import (
         ENTRY_POINT_GROUP,
         PluginInfo,
@@ -51,24 +56,42 @@ if TYPE_CHECKING:
         load_registry,
         make_plugin_manager,
     )
+    from shadowclone.plugin.processes import (
+        ProcessTree,
+        read_stderr,
+        spawn_engine,
+        until_finished,
+    )
+    from shadowclone.plugin.summary import arguments_detail, one_line
 
-_FROM_MANAGER = frozenset(
-    {
-        "ENTRY_POINT_GROUP",
-        "PluginInfo",
-        "Provided",
-        "Registry",
-        "load_registry",
-        "make_plugin_manager",
-    }
-)
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "ENTRY_POINT_GROUP",
+            "PluginInfo",
+            "Provided",
+            "Registry",
+            "load_registry",
+            "make_plugin_manager",
+        ),
+        "shadowclone.plugin.manager",
+    ),
+    **dict.fromkeys(
+        ("ProcessTree", "read_stderr", "spawn_engine", "until_finished"),
+        "shadowclone.plugin.processes",
+    ),
+    **dict.fromkeys(("arguments_detail", "one_line"), "shadowclone.plugin.summary"),
+    "prepare_image": "shadowclone.environment.build",
+}
+"""Names imported on first use: the loader reads entry points (importlib.metadata), the
+process helpers import psutil, the image builder the config; commands that only read run
+folders need none of them."""
 
 
 def __getattr__(name: str) -> Any:
-    """The loader's names, imported on first use: it reads entry points (importlib.metadata),
-    which commands that only read run folders never need."""
-    if name in _FROM_MANAGER:
-        return getattr(importlib.import_module("shadowclone.plugin.manager"), name)
+    module = _LAZY.get(name)
+    if module is not None:
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -77,6 +100,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "BadInput",
     "CloneState",
     "CloneStatus",
     "Engine",
@@ -91,6 +115,8 @@ __all__ = [
     "LaunchSpec",
     "Launcher",
     "LauncherRegistration",
+    "LauncherSettings",
+    "MalformedFile",
     "NetworkMode",
     "Notification",
     "Notifier",
@@ -99,7 +125,10 @@ __all__ = [
     "NotifyEvent",
     "Outcome",
     "PluginInfo",
+    "PluginUnavailable",
+    "ProcessTree",
     "Provided",
+    "Refused",
     "Registry",
     "ReviewContext",
     "ReviewResult",
@@ -111,7 +140,13 @@ __all__ = [
     "ToolUseEvent",
     "TurnEndedEvent",
     "UsageEvent",
+    "arguments_detail",
     "hookimpl",
     "load_registry",
     "make_plugin_manager",
+    "one_line",
+    "prepare_image",
+    "read_stderr",
+    "spawn_engine",
+    "until_finished",
 ]

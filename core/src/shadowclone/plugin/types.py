@@ -300,6 +300,22 @@ class Launcher(Protocol):
         """Every clone this launcher is running or has not yet removed, found by label."""
         ...
 
+    def reap_strays(self) -> list[str]:
+        """Remove what launches that died half-way left behind in this launcher's scope (a
+        container never started, a helper or volume whose clone is gone), as serve starts;
+        returns what was removed, for its log. A launcher that leaves nothing returns []."""
+        ...
+
+
+@attrs.frozen
+class LauncherSettings:
+    """What a launcher's factory gets from the owner's config."""
+
+    clones_dir: Path
+    """The clones folder serve works on: the launcher's scope (its labels name it)."""
+    image: str | None = None
+    """The config's clone image, which `check` looks for; None: do not look."""
+
 
 @attrs.frozen
 class LauncherRegistration:
@@ -307,7 +323,7 @@ class LauncherRegistration:
 
     name: str = attrs.field(validator=_check_name)
     summary: str = attrs.field(validator=_check_summary)
-    factory: Callable[[], Launcher]
+    factory: Callable[[LauncherSettings], Launcher]
 
 
 # --------------------------------------------------------------------------- review stages

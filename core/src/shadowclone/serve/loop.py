@@ -62,6 +62,7 @@ from shadowclone.plugin.types import (
     CloneState,
     CloneStatus,
     Launcher,
+    LauncherSettings,
     LaunchSpec,
     NetworkMode,
     NotifyEvent,
@@ -948,12 +949,11 @@ def serve_clones(
     with ServeLock(paths), _log_file(paths):
         if launcher is None:
             registry = registry or load_registry(config.plugins.disabled)
-            launcher = registry.launcher(config.launcher).factory()
+            settings_of = LauncherSettings(paths.clones_dir, config.image)
+            launcher = registry.launcher(config.launcher).factory(settings_of)
         launcher.check()
-        reap = getattr(launcher, "reap_strays", None)  # launchers that leave things behind
-        if callable(reap):
-            for stray in reap():
-                log.info("removed %s, left behind by an earlier serve", stray)
+        for stray in launcher.reap_strays():
+            log.info("removed %s, left behind by an earlier serve", stray)
         settings = settings or ServeSettings()
         dispatcher = None
         if config.notify.use:

@@ -34,7 +34,13 @@ from shadowclone.node.schemas import (
 from shadowclone.node.setups import environment_files, keep_environment, write_setup
 from shadowclone.node.target import Target, parse_repo, same_repo
 from shadowclone.plugin.manager import Registry
-from shadowclone.plugin.types import CloneState, Launcher, LaunchSpec, SecretProviderRegistration
+from shadowclone.plugin.types import (
+    CloneState,
+    Launcher,
+    LauncherSettings,
+    LaunchSpec,
+    SecretProviderRegistration,
+)
 from shadowclone.run.check import ENVIRONMENT_FOLDER, CheckReport
 from shadowclone.setup.secrets_file import create_template, privacy_problems
 
@@ -138,7 +144,8 @@ def setup_repository(
     summary.add("secrets file", True, f"{secrets} is private to you")
 
     try:
-        launcher = registry.launcher(config.launcher).factory()
+        settings = LauncherSettings(paths.clones_dir, config.image)
+        launcher = registry.launcher(config.launcher).factory(settings)
         launcher.check()
     except ShadowcloneError as error:
         summary.add("launcher", False, f"{config.launcher}: {error}")

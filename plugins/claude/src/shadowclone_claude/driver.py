@@ -23,13 +23,16 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from shadowclone.errors import Refused
-from shadowclone.plugin.processes import ProcessTree, read_stderr, spawn_engine, until_finished
-from shadowclone.plugin.types import (
+from shadowclone.plugin import (
     EngineEvent,
     EngineTask,
     FinishedEvent,
     Outcome,
+    ProcessTree,
+    Refused,
+    read_stderr,
+    spawn_engine,
+    until_finished,
 )
 
 from shadowclone_claude.stream import StreamNormalizer

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from shadowclone.plugin.summary import arguments_detail
-from shadowclone.plugin.types import (
+from shadowclone.plugin import (
     EngineEvent,
     TextEvent,
     ToolUseEvent,
     TurnEndedEvent,
     UsageEvent,
+    arguments_detail,
 )
 
 INTERRUPTED_REASONS = frozenset({"aborted_streaming", "aborted_tools"})

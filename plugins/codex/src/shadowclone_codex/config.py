@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
-from shadowclone.plugin.types import EngineTask
+from shadowclone.plugin import EngineTask
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,17 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import psutil
-from shadowclone.errors import Refused
-from shadowclone.plugin.processes import ProcessTree, read_stderr, spawn_engine, until_finished
-from shadowclone.plugin.types import EngineEvent, EngineTask, FinishedEvent, Outcome
+from shadowclone.plugin import (
+    EngineEvent,
+    EngineTask,
+    FinishedEvent,
+    Outcome,
+    ProcessTree,
+    Refused,
+    read_stderr,
+    spawn_engine,
+    until_finished,
+)
 
 from shadowclone_codex.config import ASK_SERVER, engine_env, prepare_home
 from shadowclone_codex.notifications import (

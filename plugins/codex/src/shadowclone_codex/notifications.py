@@ -14,13 +14,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from shadowclone.plugin.summary import arguments_detail, one_line
-from shadowclone.plugin.types import (
+from shadowclone.plugin import (
     EngineEvent,
     TextEvent,
     ToolUseEvent,
     TurnEndedEvent,
     UsageEvent,
+    arguments_detail,
+    one_line,
 )
 
 DESCRIPTION_LENGTH = 300

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from shadowclone.plugin import Launcher, LauncherRegistration, hookimpl
+from shadowclone.plugin import Launcher, LauncherRegistration, LauncherSettings, hookimpl
 
 
-def _launcher() -> Launcher:
-    from shadowclone.config import default_paths, load_config
-    from shadowclone.errors import ConfigError
-
+def _launcher(settings: LauncherSettings) -> Launcher:
     from shadowclone_docker_launch.launcher import DockerLauncher
 
-    try:
-        config, paths = load_config()
-    except ConfigError:
-        return DockerLauncher(default_paths().clones_dir)  # check() then skips the image
-    return DockerLauncher(paths.clones_dir, config.image)
+    return DockerLauncher(settings.clones_dir, settings.image)
 
 
 @hookimpl

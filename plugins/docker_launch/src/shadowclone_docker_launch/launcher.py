@@ -58,9 +58,15 @@ from docker.models.containers import Container
 from docker.models.volumes import Volume
 from docker.types import Mount
 from shadowclone import __version__ as shadowclone_version
-from shadowclone.environment.build import prepare_image
-from shadowclone.errors import PluginUnavailable, Refused
-from shadowclone.plugin import CloneState, CloneStatus, LaunchSpec, NetworkMode
+from shadowclone.plugin import (
+    CloneState,
+    CloneStatus,
+    LaunchSpec,
+    NetworkMode,
+    PluginUnavailable,
+    Refused,
+    prepare_image,
+)
 
 from shadowclone_docker_launch import proxy
 

@@ -14,12 +14,15 @@ from shadowclone.plugin import (
     EngineRegistration,
     Launcher,
     LauncherRegistration,
+    LauncherSettings,
     SecretProviderRegistration,
     hookimpl,
 )
 
 
-def _launcher() -> Launcher:
+def _launcher(settings: LauncherSettings) -> Launcher:
+    """Its state (which clone runs where) is kept beside the default clones folder, or where
+    SHADOWCLONE_FAKE_LAUNCH_DIR says: tests look there."""
     from shadowclone_fake_launch.launcher import FakeLauncher
 
     return FakeLauncher()

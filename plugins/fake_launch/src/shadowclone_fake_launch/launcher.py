@@ -312,6 +312,10 @@ class FakeLauncher:
         found = [self.status(name) for name in names if not name.startswith(".")]
         return [status for status in found if status.state is not CloneState.MISSING]
 
+    def reap_strays(self) -> list[str]:
+        """A clone process outlives nothing it needs removed: each keeps to its folder."""
+        return []
+
     # ------------------------------------------------------------------ helpers
 
     def clone_folder(self, clone_id: str) -> Path:
