@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from shadowclone.errors import BadInput, MalformedFile, PluginUnavailable, Refused
+from shadowclone.plugin import contract
 from shadowclone.plugin.spec import PROJECT
 from shadowclone.plugin.types import (
     CloneState,
@@ -141,6 +142,7 @@ __all__ = [
     "TurnEndedEvent",
     "UsageEvent",
     "arguments_detail",
+    "contract",
     "hookimpl",
     "load_registry",
     "make_plugin_manager",

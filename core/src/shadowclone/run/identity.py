@@ -30,11 +30,12 @@ import attrs
 import psutil
 
 from shadowclone.errors import ShadowcloneError
+from shadowclone.plugin import contract
 
 log = logging.getLogger(__name__)
 
-ENGINE_USER_VARIABLE = "SHADOWCLONE_ENGINE_USER"
-SHARED_GROUP_VARIABLE = "SHADOWCLONE_SHARED_GROUP"
+ENGINE_USER_VARIABLE = contract.ENGINE_USER_VARIABLE
+SHARED_GROUP_VARIABLE = contract.SHARED_GROUP_VARIABLE
 
 _CAP_SETGID = 6
 _CAP_SETUID = 7

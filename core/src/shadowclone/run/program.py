@@ -44,6 +44,7 @@ from shadowclone.node.schemas import (
     Step,
     now,
 )
+from shadowclone.plugin import contract
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
     EngineLimits,
@@ -83,23 +84,20 @@ from shadowclone.run.workspace import Workspace, clone, prepare, trust_work_tree
 
 log = logging.getLogger(__name__)
 
-RUN_FOLDER_VARIABLE = "SHADOWCLONE_RUN_FOLDER"
-SECRETS_VARIABLE = "SHADOWCLONE_SECRETS_FILE"
-WORKSPACE_VARIABLE = "SHADOWCLONE_WORKSPACE"
-DEFAULT_RUN_FOLDER = Path("/clone/run")
-DEFAULT_SECRETS_FILE = Path("/clone/secrets.toml")
+RUN_FOLDER_VARIABLE = contract.RUN_FOLDER_VARIABLE
+SECRETS_VARIABLE = contract.SECRETS_VARIABLE
+WORKSPACE_VARIABLE = contract.WORKSPACE_VARIABLE
+DEFAULT_RUN_FOLDER = Path(contract.CONTAINER_RUN_FOLDER)
+DEFAULT_SECRETS_FILE = Path(contract.CONTAINER_SECRETS_FILE)
 CONSULT_TIMEOUT_S = 20 * 60.0
-CLONE_MARKER = "SHADOWCLONE_CLONE_ID"
-"""Set by every launcher; the engine's processes inherit it, so leftovers can be found."""
+CLONE_MARKER = contract.CLONE_ID_VARIABLE
 ENGINE_AREA = "engine"
 PRIVATE_AREA = "private"
 ASK_OUTBOX = "asks.jsonl"
 UNTRUSTED_END = "</untrusted-issue"
 """The untrusted text's closing tag; the text cannot close it early."""
-EGRESS_VARIABLE = "SHADOWCLONE_EGRESS_PROXY"
-"""A network-off clone's way out (a proxy URL with its token), for the run program alone."""
-LOGIN_STATE_VARIABLE = "SHADOWCLONE_LOGIN_STATE"
-"""The login's state folder, which outlives the clone (a ChatGPT plan's rotated tokens)."""
+EGRESS_VARIABLE = contract.EGRESS_VARIABLE
+LOGIN_STATE_VARIABLE = contract.LOGIN_STATE_VARIABLE
 
 
 class Stopped(Exception):

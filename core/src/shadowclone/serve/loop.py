@@ -57,6 +57,7 @@ from shadowclone.notify.dispatch import (
     notable,
     notification,
 )
+from shadowclone.plugin import contract
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
     CloneState,
@@ -78,8 +79,8 @@ WATCHED_NAMES = frozenset({"request.json", "progress.jsonl", "inbox.jsonl", "sto
 MAX_HANDOFFS = 4
 """A clone is launched again for its next phase at most this often (a review takes two)."""
 
-LABEL_CLONE = "shadowclone.clone"
-LABEL_TARGET = "shadowclone.target"
+LABEL_CLONE = contract.LABEL_CLONE
+LABEL_TARGET = contract.LABEL_TARGET
 
 
 @attrs.frozen
@@ -792,6 +793,7 @@ class Server:
             auth_host=urlparse(request.token_url).netloc or None if request.token_url else None,
             login_state=login_state,
             labels={LABEL_CLONE: clone.id, LABEL_TARGET: request.target.key},
+            env={contract.CLONE_ID_VARIABLE: clone.id},
             cpus=self.config.limits.cpus,
             memory=self.config.limits.memory,
             # A network-off phase works for a stranger: nothing it writes may reach the

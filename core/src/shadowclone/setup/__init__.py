@@ -33,6 +33,7 @@ from shadowclone.node.schemas import (
 )
 from shadowclone.node.setups import environment_files, keep_environment, write_setup
 from shadowclone.node.target import Target, parse_repo, same_repo
+from shadowclone.plugin import contract
 from shadowclone.plugin.manager import Registry
 from shadowclone.plugin.types import (
     CloneState,
@@ -46,7 +47,7 @@ from shadowclone.setup.secrets_file import create_template, privacy_problems
 
 CHECK_TIMEOUT_S = 300.0
 CHECKS_FOLDER = "setup-checks"
-LABEL_CLONE = "shadowclone.clone"
+LABEL_CLONE = contract.LABEL_CLONE
 LABEL_PURPOSE = "shadowclone.purpose"
 
 
@@ -282,6 +283,7 @@ def run_check_clone(
         secrets_file=paths.secrets_file,
         image=request.image,
         labels={LABEL_CLONE: clone_id, LABEL_PURPOSE: "setup-check"},
+        env={contract.CLONE_ID_VARIABLE: clone_id},
     )
     offset = 0
 

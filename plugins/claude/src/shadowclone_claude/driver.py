@@ -30,6 +30,7 @@ from shadowclone.plugin import (
     Outcome,
     ProcessTree,
     Refused,
+    contract,
     read_stderr,
     spawn_engine,
     until_finished,
@@ -40,7 +41,7 @@ from shadowclone_claude.stream import StreamNormalizer
 log = logging.getLogger(__name__)
 
 PROGRAM = "claude"
-ASK_SERVER = "shadowclone_ask"
+ASK_SERVER = contract.ASK_SERVER
 TAKEN_POLL_S = 0.01
 """How often `send` looks whether its queued message has gone to the model."""
 """The MCP server name the engine sees: its tool is `mcp__shadowclone_ask__ask`."""

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
-from shadowclone.plugin import EngineTask
+from shadowclone.plugin import EngineTask, contract
 
 log = logging.getLogger(__name__)
 
-ASK_SERVER = "shadowclone_ask"
+ASK_SERVER = contract.ASK_SERVER
 """The MCP server name the engine sees: its tool is `ask` in the namespace
 `mcp__shadowclone_ask`."""
 

@@ -65,6 +65,7 @@ from shadowclone.plugin import (
     NetworkMode,
     PluginUnavailable,
     Refused,
+    contract,
     prepare_image,
 )
 
@@ -72,15 +73,15 @@ from shadowclone_docker_launch import proxy
 
 log = logging.getLogger(__name__)
 
-LABEL_CLONE = "shadowclone.clone"
+LABEL_CLONE = contract.LABEL_CLONE
 LABEL_SCOPE = "shadowclone.clones-folder"
 LABEL_PROXY_OF = "shadowclone.proxy-of"
 LABEL_EGRESS_OF = "shadowclone.egress-of"
 VERSION_LABEL = "io.shadowclone.version"
 """The shadowclone an image holds (`shadowclone image build` sets it)."""
 
-RUN_FOLDER = "/clone/run"
-SECRETS_FILE = "/clone/secrets.toml"
+RUN_FOLDER = contract.CONTAINER_RUN_FOLDER
+SECRETS_FILE = contract.CONTAINER_SECRETS_FILE
 LOGIN_STATE = "/clone/login-state"
 HOME = "/home/clone"
 PRIVATE = "/run/clone"
@@ -91,11 +92,11 @@ CAPABILITIES = ("CHOWN", "SETUID", "SETGID", "KILL")
 """All a clone's container gets: what its run program needs to start the engine as another user
 and stop it (image/clone-entry). Docker's init uses KILL to hand on the stop signal."""
 OWNER_VARIABLE = "SHADOWCLONE_OWNER"
-EGRESS_VARIABLE = "SHADOWCLONE_EGRESS_PROXY"
+EGRESS_VARIABLE = contract.EGRESS_VARIABLE
 """The run program's way out of a network-off clone: the relay's URL with the egress token."""
-LOGIN_STATE_VARIABLE = "SHADOWCLONE_LOGIN_STATE"
+LOGIN_STATE_VARIABLE = contract.LOGIN_STATE_VARIABLE
 """The owner's `uid:gid`, for the image's entry point."""
-ENGINE_USER_VARIABLE = "SHADOWCLONE_ENGINE_USER"
+ENGINE_USER_VARIABLE = contract.ENGINE_USER_VARIABLE
 """Where the image names its engine user's `uid:gid` (image/Dockerfile)."""
 EGRESS_FOLDER = "/egress"
 """Where the proxy's socket volume is mounted, in the proxy and in the clone (the image makes
@@ -187,9 +188,9 @@ class DockerLauncher:
         self._check_image(spec.image)
         environment = {
             **spec.env,
-            "SHADOWCLONE_RUN_FOLDER": RUN_FOLDER,
-            "SHADOWCLONE_SECRETS_FILE": SECRETS_FILE,
-            "SHADOWCLONE_CLONE_ID": spec.clone_id,
+            contract.RUN_FOLDER_VARIABLE: RUN_FOLDER,
+            contract.SECRETS_VARIABLE: SECRETS_FILE,
+            contract.CLONE_ID_VARIABLE: spec.clone_id,
             OWNER_VARIABLE: "{}:{}".format(*self.owner),
         }
         if spec.login_state is not None:

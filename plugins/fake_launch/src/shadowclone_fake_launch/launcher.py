@@ -37,7 +37,7 @@ from shadowclone.config import default_paths
 from shadowclone.errors import MalformedFile, PluginUnavailable, Refused
 from shadowclone.node.files import write_atomic
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.plugin import CloneState, CloneStatus, LaunchSpec
+from shadowclone.plugin import CloneState, CloneStatus, LaunchSpec, contract
 
 from shadowclone_fake_launch import keeper, users
 from shadowclone_fake_launch.scripts import SCRIPTS_VARIABLE, read_scripts, script_json
@@ -45,10 +45,10 @@ from shadowclone_fake_launch.scripts import SCRIPTS_VARIABLE, read_scripts, scri
 STATE_VARIABLE = "SHADOWCLONE_FAKE_LAUNCH_DIR"
 """Overrides where the fake launcher keeps its clones (default: beside the clones folder)."""
 
-RUN_FOLDER_VARIABLE = "SHADOWCLONE_RUN_FOLDER"
-SECRETS_VARIABLE = "SHADOWCLONE_SECRETS_FILE"
-LOGIN_STATE_VARIABLE = "SHADOWCLONE_LOGIN_STATE"
-CLONE_ID_VARIABLE = "SHADOWCLONE_CLONE_ID"
+RUN_FOLDER_VARIABLE = contract.RUN_FOLDER_VARIABLE
+SECRETS_VARIABLE = contract.SECRETS_VARIABLE
+LOGIN_STATE_VARIABLE = contract.LOGIN_STATE_VARIABLE
+CLONE_ID_VARIABLE = contract.CLONE_ID_VARIABLE
 
 RUN_PROGRAM = "shadowclone.run"
 PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "TZ", "SHADOWCLONE_SCRIPT")

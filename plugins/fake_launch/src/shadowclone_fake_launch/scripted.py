@@ -59,6 +59,7 @@ from typing import Any, TextIO
 import attrs
 import httpx2
 from shadowclone.errors import BadInput, Refused
+from shadowclone.plugin import contract
 from shadowclone.plugin.types import (
     EngineEvent,
     EngineTask,
@@ -69,7 +70,8 @@ from shadowclone.plugin.types import (
     TurnEndedEvent,
     UsageEvent,
 )
-from shadowclone.run.ask import SERVER_NAME, TOOL_NAME
+
+SERVER_NAME, TOOL_NAME = contract.ASK_SERVER, contract.ASK_TOOL
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,12 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-SERVER_NAME = "shadowclone_ask"
-"""The MCP server's name; the engines see its tool as `mcp__shadowclone_ask__ask`."""
-TOOL_NAME = "ask"
+from shadowclone.plugin import contract
 
-RUN_FOLDER_VARIABLE = "SHADOWCLONE_RUN_FOLDER"
+SERVER_NAME = contract.ASK_SERVER
+TOOL_NAME = contract.ASK_TOOL
+
+RUN_FOLDER_VARIABLE = contract.RUN_FOLDER_VARIABLE
 """The run folder: progress lines are appended there, answers read from its deliveries."""
 TIMEOUT_VARIABLE = "SHADOWCLONE_ASK_TIMEOUT_S"
 """Seconds to wait for the owner before the recommended option is taken."""
