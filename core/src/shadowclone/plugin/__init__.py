@@ -49,6 +49,7 @@ from shadowclone.plugin.types import (
 
 if TYPE_CHECKING:
     from shadowclone.environment.build import prepare_image
+    from shadowclone.plugin.engine_base import STOP_GRACE_S, ProcessSession, exit_words
     from shadowclone.plugin.manager import (
         ENTRY_POINT_GROUP,
         PluginInfo,
@@ -82,6 +83,9 @@ _LAZY = {
         "shadowclone.plugin.processes",
     ),
     **dict.fromkeys(("arguments_detail", "one_line"), "shadowclone.plugin.summary"),
+    **dict.fromkeys(
+        ("STOP_GRACE_S", "ProcessSession", "exit_words"), "shadowclone.plugin.engine_base"
+    ),
     "prepare_image": "shadowclone.environment.build",
 }
 """Names imported on first use: the loader reads entry points (importlib.metadata), the
@@ -101,6 +105,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "STOP_GRACE_S",
     "BadInput",
     "CloneState",
     "CloneStatus",
@@ -127,6 +132,7 @@ __all__ = [
     "Outcome",
     "PluginInfo",
     "PluginUnavailable",
+    "ProcessSession",
     "ProcessTree",
     "Provided",
     "Refused",
@@ -143,6 +149,7 @@ __all__ = [
     "UsageEvent",
     "arguments_detail",
     "contract",
+    "exit_words",
     "hookimpl",
     "load_registry",
     "make_plugin_manager",

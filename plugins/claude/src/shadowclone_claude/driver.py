@@ -11,29 +11,24 @@ meanwhile are queued and go out together; none is dropped.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import enum
 import itertools
 import json
 import logging
 import os
-import signal
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from shadowclone.plugin import (
-    EngineEvent,
     EngineTask,
-    FinishedEvent,
     Outcome,
+    ProcessSession,
     ProcessTree,
     Refused,
     contract,
-    read_stderr,
     spawn_engine,
-    until_finished,
 )
 
 from shadowclone_claude.stream import StreamNormalizer
@@ -42,21 +37,9 @@ log = logging.getLogger(__name__)
 
 PROGRAM = "claude"
 ASK_SERVER = contract.ASK_SERVER
-TAKEN_POLL_S = 0.01
-"""How often `send` looks whether its queued message has gone to the model."""
 """The MCP server name the engine sees: its tool is `mcp__shadowclone_ask__ask`."""
-
-"""Set to a fresh value per session: every process the engine starts inherits it, so the
-session's processes can be found and ended even after they leave its process tree."""
-
-STOP_GRACE_S = 3.0
-"""How long `stop()` lets Claude Code end on SIGTERM before it kills the tree."""
-PIPE_DRAIN_S = 5.0
-"""How long to wait for the last output once the process is gone."""
 TOOL_TIMEOUT_MARGIN_S = 60.0
 """Added to the ask wait limit, so Claude Code never cuts the ask tool short itself."""
-OUTPUT_TAIL_LINES = 30
-OUTPUT_LINE_LENGTH = 500
 
 
 def command_line(task: EngineTask, program: str = PROGRAM) -> list[str]:
@@ -153,43 +136,27 @@ class _Turn(enum.Enum):
     """The interrupt is sent; the turn's `result` line has not come yet."""
 
 
-class ClaudeSession:
+class ClaudeSession(ProcessSession):
     """One running `claude` process (the `EngineSession` protocol)."""
 
+    label = "Claude Code"
+
     def __init__(self, process: asyncio.subprocess.Process, tree: ProcessTree) -> None:
-        self._process = process
-        self._tree = tree
+        super().__init__(process, tree)
         self._normalizer = StreamNormalizer()
-        self._events: asyncio.Queue[EngineEvent] = asyncio.Queue()
         self._lock = asyncio.Lock()
         self._turn = _Turn.IDLE
-        self._pending: list[str] = []
         self._closing = False
         self._stdin_closed = False
-        self._stopping = False
         self._request_ids = itertools.count(1)
-        self._tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_TAIL_LINES)
         self._last_error = ""
         self._session_id: str | None = None
-        self._readers = [
-            asyncio.create_task(self._read_stdout(), name="claude-stdout"),
-            asyncio.create_task(self._read_stderr(), name="claude-stderr"),
-        ]
-        self._watcher = asyncio.create_task(self._tree.watch(), name="claude-tree")
-        self._done = asyncio.create_task(self._supervise(), name="claude-exit")
-
-    @property
-    def pid(self) -> int:
-        return self._process.pid
 
     @property
     def session_id(self) -> str | None:
         return self._session_id
 
     # ---- the EngineSession protocol
-
-    def events(self) -> AsyncIterator[EngineEvent]:
-        return until_finished(self._events)
 
     async def send(self, message: str) -> None:
         async with self._lock:
@@ -210,14 +177,6 @@ class ClaudeSession:
                 )
         await self._until_taken(message)
 
-    async def _until_taken(self, message: str) -> None:
-        """Return once a queued message went to the model as a user turn: the owner is told
-        it arrived only then."""
-        while message in self._pending:
-            if self._done.done():
-                raise Refused("the Claude Code session ended before it took the message")
-            await asyncio.sleep(TAKEN_POLL_S)
-
     async def close(self) -> None:
         async with self._lock:
             self._closing = True
@@ -227,8 +186,7 @@ class ClaudeSession:
     async def stop(self) -> None:
         if self._done.done():
             return
-        self._stopping = True
-        await self._tree.end(self._done, STOP_GRACE_S, "Claude Code")
+        await self._end()
 
     # ---- writing
 
@@ -270,15 +228,8 @@ class ClaudeSession:
 
     # ---- reading
 
-    def _keep(self, line: str) -> None:
-        self._tail.append(line[:OUTPUT_LINE_LENGTH])
-
     async def _read_stdout(self) -> None:
-        assert self._process.stdout is not None
-        async for raw in self._process.stdout:
-            text = raw.decode(errors="replace").rstrip("\n")
-            if not text.strip():
-                continue
+        async for text in self._stdout_lines():
             self._keep(text)
             if not text.startswith("{"):
                 log.debug("claude: %s", text)
@@ -290,10 +241,6 @@ class ClaudeSession:
                 continue
             if isinstance(line, dict):
                 await self._on_line(line)
-
-    async def _read_stderr(self) -> None:
-        assert self._process.stderr is not None
-        await read_stderr(self._process.stderr, self._keep, "claude")
 
     async def _on_line(self, line: dict[str, Any]) -> None:
         kind = line.get("type")
@@ -365,21 +312,6 @@ class ClaudeSession:
 
     # ---- the end
 
-    async def _supervise(self) -> None:
-        """Wait for the process to end, clean up what it left, and report the outcome."""
-        try:
-            returncode = await self._process.wait()
-            # Whatever it started dies with it, also so that no orphan holds our pipes open.
-            self._tree.signal(signal.SIGKILL)
-            _, late = await asyncio.wait(self._readers, timeout=PIPE_DRAIN_S)
-            for reader in late:
-                reader.cancel()
-        finally:
-            self._watcher.cancel()
-        outcome, detail = self._outcome(returncode)
-        log.info("Claude Code (pid %d) ended: %s %s", self.pid, outcome.value, detail[:200])
-        self._events.put_nowait(FinishedEvent(outcome, detail))
-
     def _outcome(self, returncode: int) -> tuple[Outcome, str]:
         if self._stopping:
             return Outcome.STOPPED, ""
@@ -387,16 +319,6 @@ class ClaudeSession:
             if self._last_error:  # as the Codex driver does: a failed last turn is a failure
                 return Outcome.FAILED, f"the last turn failed: {self._last_error}"
             return Outcome.DONE, ""
-        if returncode < 0:
-            how = f"was killed by {signal.Signals(-returncode).name}"
-        elif returncode == 0:
-            how = "exited on its own before it was told to"
-        else:
-            how = f"exited with code {returncode}"
-        when = "between turns" if self._turn is _Turn.IDLE else "during a turn"
-        detail = f"Claude Code {how} {when}"
-        if self._last_error:
-            detail += f"; its last error: {self._last_error}"
-        if self._tail:
-            detail += "; last output:\n" + "\n".join(self._tail)
-        return Outcome.FAILED, detail
+        return Outcome.FAILED, self._failure(
+            returncode, self._turn is not _Turn.IDLE, self._last_error
+        )

@@ -18,7 +18,6 @@ container is the sandbox and the owner is reached only through the ask tool.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import importlib.metadata
 import itertools
@@ -27,20 +26,18 @@ import logging
 import shlex
 import signal
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psutil
 from shadowclone.plugin import (
-    EngineEvent,
+    STOP_GRACE_S,
     EngineTask,
-    FinishedEvent,
     Outcome,
+    ProcessSession,
     ProcessTree,
     Refused,
-    read_stderr,
     spawn_engine,
-    until_finished,
 )
 
 from shadowclone_codex.config import ASK_SERVER, engine_env, prepare_home
@@ -57,9 +54,6 @@ log = logging.getLogger(__name__)
 
 PROGRAM = "codex"
 
-"""Set to a fresh value per session: every process the engine starts inherits it, so the
-session's processes can be found and ended even after they leave its process tree."""
-
 HANDSHAKE_TIMEOUT_S = 60.0
 THREAD_START_TIMEOUT_S = 180.0
 """`thread/start` waits for the required MCP servers to start (60 s each at most)."""
@@ -72,18 +66,9 @@ OVERLOADED = -32001
 OVERLOADED_RETRIES = 5
 INTERRUPT_WAIT_S = 1.0
 """How long `stop()` gives Codex to interrupt the turn itself before signals end it."""
-STOP_GRACE_S = 3.0
-"""How long `stop()` lets Codex end on SIGTERM before it kills the tree."""
 CLOSE_GRACE_S = 10.0
 """How long Codex may take to exit once its input is closed (it takes a moment) before it is
 ended with signals."""
-PIPE_DRAIN_S = 5.0
-"""How long to wait for the last output once the process is gone."""
-EXIT_POLL_S = 0.1
-TAKEN_POLL_S = 0.01
-"""How often `send` looks whether its waiting message has started a turn."""
-OUTPUT_TAIL_LINES = 30
-OUTPUT_LINE_LENGTH = 500
 
 OPTED_OUT_NOTIFICATIONS = (
     "item/agentMessage/delta",
@@ -137,16 +122,16 @@ class CodexEngine:
         return session
 
 
-class CodexSession:
+class CodexSession(ProcessSession):
     """One running `codex app-server` process with one thread (the `EngineSession` protocol)."""
+
+    label = "the codex app-server"
 
     def __init__(self, process: asyncio.subprocess.Process, tree: ProcessTree) -> None:
         assert process.stdin is not None
-        self._process = process
-        self._tree = tree
+        super().__init__(process, tree)
         self._rpc = Rpc(process.stdin)
         self._normalizer = NotificationNormalizer()
-        self._events: asyncio.Queue[EngineEvent] = asyncio.Queue()
         self._lock = asyncio.Lock()
         """Held while deciding between steering and starting a turn, until Codex answered."""
         self._thread_id: str | None = None
@@ -159,8 +144,6 @@ class CodexSession:
         """The running turn's shell commands that have not completed, by item id."""
         self._interrupted: dict[str, list[str]] = {}
         """Turns interrupted for a message -> the commands they were running."""
-        self._pending: list[str] = []
-        """Messages for the next turn: they came when the running one could not take them."""
         self._steered: dict[str, tuple[str, str]] = {}
         """Client message id -> (turn id, message) of steers Codex has not yet shown."""
         self._message_ids = (f"shadowclone-{uuid.uuid4().hex[:8]}-{n}" for n in itertools.count())
@@ -169,25 +152,13 @@ class CodexSession:
         self._closing = False
         self._input_closed = False
         self._ended_after_close = False
-        self._stopping = False
         self._start_error = ""
         self._last_error = ""
         """The last error Codex reported that it does not retry."""
         self._turn_failure = ""
         """Why the last turn failed, or "" when it completed."""
-        self._tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_TAIL_LINES)
         self._flushes: set[asyncio.Task[None]] = set()
         self._closer: asyncio.Task[None] | None = None
-        self._readers = [
-            asyncio.create_task(self._read_stdout(), name="codex-stdout"),
-            asyncio.create_task(self._read_stderr(), name="codex-stderr"),
-        ]
-        self._watcher = asyncio.create_task(self._tree.watch(), name="codex-tree")
-        self._done = asyncio.create_task(self._supervise(), name="codex-exit")
-
-    @property
-    def pid(self) -> int:
-        return self._process.pid
 
     @property
     def thread_id(self) -> str | None:
@@ -198,9 +169,6 @@ class CodexSession:
         return self._thread_id
 
     # ---- the EngineSession protocol
-
-    def events(self) -> AsyncIterator[EngineEvent]:
-        return until_finished(self._events)
 
     async def send(self, message: str) -> None:
         async with self._lock:
@@ -225,14 +193,6 @@ class CodexSession:
                     raise
         await self._until_taken(message)
 
-    async def _until_taken(self, message: str) -> None:
-        """Return once a message waiting for the next turn has started it: the owner is told
-        it arrived only then."""
-        while message in self._pending:
-            if self._done.done():
-                raise Refused("the Codex session ended before it took the message")
-            await asyncio.sleep(TAKEN_POLL_S)
-
     async def close(self) -> None:
         async with self._lock:
             self._closing = True
@@ -241,7 +201,6 @@ class CodexSession:
     async def stop(self) -> None:
         if self._done.done():
             return
-        self._stopping = True
         if self._thread_id is not None and self._turn_id is not None:
             # Codex ends the turn's commands itself; the signals below make sure of it.
             with contextlib.suppress(RpcError, EngineGone, TimeoutError):
@@ -250,7 +209,7 @@ class CodexSession:
                     {"threadId": self._thread_id, "turnId": self._turn_id},
                     timeout=INTERRUPT_WAIT_S,
                 )
-        await self._tree.end(self._done, STOP_GRACE_S, "codex")
+        await self._end()
 
     # ---- opening the session
 
@@ -413,11 +372,7 @@ class CodexSession:
         except TimeoutError:
             log.warning("codex (pid %d) lingers after its input closed; ending it", self.pid)
             self._ended_after_close = True
-            self._tree.signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(asyncio.shield(self._done), STOP_GRACE_S)
-            except TimeoutError:
-                self._tree.signal(signal.SIGKILL)
+            await self._tree.end(self._done, STOP_GRACE_S, self.label)
 
     def _schedule_flush(self) -> None:
         async def flush() -> None:
@@ -430,15 +385,8 @@ class CodexSession:
 
     # ---- reading
 
-    def _keep(self, line: str) -> None:
-        self._tail.append(line[:OUTPUT_LINE_LENGTH])
-
     async def _read_stdout(self) -> None:
-        assert self._process.stdout is not None
-        async for raw in self._process.stdout:
-            text = raw.decode(errors="replace").rstrip("\n")
-            if not text.strip():
-                continue
+        async for text in self._stdout_lines():
             if wire.isEnabledFor(logging.DEBUG):
                 wire.debug("%s", text, extra={"direction": "in"})
             try:
@@ -460,10 +408,6 @@ class CodexSession:
                 self._on_notification(method, params if isinstance(params, Mapping) else {})
             elif "id" in message:
                 self._rpc.resolve(message)
-
-    async def _read_stderr(self) -> None:
-        assert self._process.stderr is not None
-        await read_stderr(self._process.stderr, self._keep, "codex")
 
     async def _answer(self, request_id: object, method: str, params: object) -> None:
         """Codex asks the driver something: answer by policy, refuse what it does not handle,
@@ -565,34 +509,8 @@ class CodexSession:
 
     # ---- the end
 
-    async def _supervise(self) -> None:
-        """Wait for the process to end, clean up what it left, and report the outcome."""
-        try:
-            returncode = await self._exited()
-            self._rpc.fail_pending("the codex app-server exited")
-            # Whatever it started dies with it, also so that no orphan holds our pipes open.
-            self._tree.signal(signal.SIGKILL)
-            _, late = await asyncio.wait(self._readers, timeout=PIPE_DRAIN_S)
-            for reader in late:
-                reader.cancel()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._process.wait(), PIPE_DRAIN_S)
-        finally:
-            self._watcher.cancel()
-        outcome, detail = self._outcome(returncode)
-        log.info("codex (pid %d) ended: %s %s", self.pid, outcome.value, detail[:200])
-        self._events.put_nowait(FinishedEvent(outcome, detail))
-
-    async def _exited(self) -> int:
-        """The exit code of the process we started, as soon as it exits.
-
-        Not `Process.wait()`: on Python 3.11 it returns only once the pipes are closed too, and
-        with Node older than 22 the npm `codex` launcher runs the native binary as a child that
-        keeps them open after the launcher died.
-        """
-        while (returncode := self._process.returncode) is None:
-            await asyncio.sleep(EXIT_POLL_S)
-        return returncode
+    def _after_exit(self) -> None:
+        self._rpc.fail_pending("the codex app-server exited")
 
     def _outcome(self, returncode: int) -> tuple[Outcome, str]:
         if self._stopping:
@@ -611,19 +529,6 @@ class CodexSession:
                     f"Codex's last turn failed: {self._turn_failure}"
                 )
             return Outcome.DONE, ""
-        if returncode < 0:
-            how = f"was killed by {signal.Signals(-returncode).name}"
-        elif returncode == 0:
-            how = "exited on its own before it was told to"
-        else:
-            how = f"exited with code {returncode}"
-        when = "between turns" if self._turn_id is None else "during a turn"
-        detail = f"the codex app-server {how} {when}"
-        if self._last_error:
-            detail += f"; its last error: {self._last_error}"
-        return Outcome.FAILED, self._with_tail(detail)
-
-    def _with_tail(self, detail: str) -> str:
-        if self._tail:
-            detail += "; last output:\n" + "\n".join(self._tail)
-        return detail
+        return Outcome.FAILED, self._failure(
+            returncode, self._turn_id is not None, self._last_error
+        )
