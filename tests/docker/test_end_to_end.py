@@ -33,7 +33,7 @@ from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
 from shadowclone.plugin import Outcome, load_registry
-from shadowclone.run.program import RESUME_PROMPT
+from shadowclone.run.prompt import RESUME_PROMPT
 from shadowclone.serve.loop import ServeSettings
 from shadowclone.setup import setup_repository
 from shadowclone_docker_launch.launcher import DockerLauncher, container_name

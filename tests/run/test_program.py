@@ -29,7 +29,8 @@ from shadowclone.node.schemas import (
 )
 from shadowclone.node.target import Target
 from shadowclone.plugin.types import Outcome
-from shadowclone.run.program import RESUME_PROMPT, run_clone
+from shadowclone.run.program import run_clone
+from shadowclone.run.prompt import RESUME_PROMPT
 from shadowclone_fake_launch.fakes.github import FakeGitHub
 from shadowclone_fake_launch.fakes.models import (
     ApiError,
