@@ -29,8 +29,9 @@ from datetime import datetime
 from pathlib import Path
 
 import psutil
+from shadowclone import files
 from shadowclone.config import HOME_VARIABLE, Paths, default_paths, init_config, set_value
-from shadowclone.node import files, schemas
+from shadowclone.node import schemas
 from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import InboxKind, InboxLine, ProgressKind, SetupRecord, State

@@ -38,7 +38,8 @@ from typing import Any, ClassVar, TypeVar
 import attrs
 import psutil
 import pytest
-from shadowclone.node import files, schemas
+from shadowclone import files
+from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     Answer,

@@ -13,8 +13,9 @@ from pathlib import Path
 import attrs
 import psutil
 import pytest
+from shadowclone import files
 from shadowclone.errors import BadInput, Refused
-from shadowclone.node import files, schemas
+from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ChosenBy, InboxKind, InboxLine, ProgressKind, ProgressLine
 from shadowclone.plugin.types import (

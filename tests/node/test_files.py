@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shadowclone import files
 from shadowclone.config import Paths
-from shadowclone.node import files
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Step, dumps
 from shadowclone.plugin import Outcome

@@ -9,8 +9,9 @@ import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shadowclone import files
 from shadowclone.errors import MalformedFile
-from shadowclone.node import files, schemas
+from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     InboxLine,

@@ -16,7 +16,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
-from shadowclone.node import files, schemas
+from shadowclone import files
+from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     Answer,

@@ -7,7 +7,8 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-from shadowclone.node import files, schemas
+from shadowclone import files
+from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ChosenBy, InboxKind, InboxLine, ProgressKind, ProgressLine
 from shadowclone.plugin.types import (

@@ -7,7 +7,8 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from shadowclone.node import files, schemas
+from shadowclone import files
+from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import InboxKind, InboxLine, StopMarker
 from shadowclone.run.inbox import delivered, set_on_stop, wait_for_stop

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 import pytest
-from shadowclone.node import files
+from shadowclone import files
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     INBOX_CLOSED,

@@ -19,8 +19,9 @@ from typing import Any
 
 import attrs
 from hypothesis import strategies as st
+from shadowclone import files
 from shadowclone.config import Paths
-from shadowclone.node import files, schemas
+from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     Answer,

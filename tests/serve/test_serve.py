@@ -10,10 +10,10 @@ from pathlib import Path
 
 import attrs
 import pytest
+from shadowclone import files
 from shadowclone.cli.app import describe
 from shadowclone.config import Paths
 from shadowclone.errors import PluginUnavailable, Refused
-from shadowclone.node import files
 from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import (

@@ -26,7 +26,7 @@ from shadowclone.config.schema import (
     NotifyConfig,
 )
 from shadowclone.errors import ConfigError, MalformedFile
-from shadowclone.node.files import read_bounded, write_atomic
+from shadowclone.files import read_bounded, write_atomic
 
 MAX_CONFIG_BYTES = 1024 * 1024
 

@@ -16,9 +16,9 @@ import secrets
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
+from shadowclone import files
 from shadowclone.config import Paths
 from shadowclone.errors import MalformedFile
-from shadowclone.node import files
 
 TOKEN_FILE = "dashboard.token"
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from shadowclone.node import files
+from shadowclone import files
 from shadowclone.node.runfolder import ID_TIME_FORMAT, id_time, is_clone_id, run_folders
 
 INDEX_FILE = "index"

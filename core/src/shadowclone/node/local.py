@@ -19,10 +19,10 @@ from urllib.parse import urlparse
 
 import attrs
 
+from shadowclone import files
 from shadowclone.config import Config, Paths, load_config
 from shadowclone.config.schema import ProviderConfig
 from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
-from shadowclone.node import files
 from shadowclone.node.index import CloneIndex
 from shadowclone.node.retention import Removed, Retention, delete_tree, tree_size
 from shadowclone.node.runfolder import RunFolder, id_time, is_clone_id, new_clone_id

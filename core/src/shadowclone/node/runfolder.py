@@ -14,8 +14,9 @@ from typing import TypeVar
 
 import attrs
 
+from shadowclone import files
 from shadowclone.errors import MalformedFile
-from shadowclone.node import files, schemas
+from shadowclone.node import schemas
 from shadowclone.node.schemas import (
     Handoff,
     InboxLine,

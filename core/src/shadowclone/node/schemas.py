@@ -18,7 +18,7 @@ import cattrs
 from cattrs.errors import BaseValidationError
 
 from shadowclone.errors import MalformedFile
-from shadowclone.node.files import MAX_DOCUMENT_BYTES, read_bounded, write_atomic
+from shadowclone.files import MAX_DOCUMENT_BYTES, read_bounded, write_atomic
 from shadowclone.node.target import Target
 from shadowclone.plugin.types import NetworkMode, Outcome
 

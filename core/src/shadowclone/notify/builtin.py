@@ -22,8 +22,8 @@ import attrs
 import httpx2
 import pluggy
 
+from shadowclone import files
 from shadowclone.errors import BadInput, PluginUnavailable
-from shadowclone.node import files
 from shadowclone.plugin.spec import PROJECT
 from shadowclone.plugin.types import (
     Notification,

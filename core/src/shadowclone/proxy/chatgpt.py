@@ -31,7 +31,7 @@ from typing import Any
 import filelock
 import httpx2
 
-from shadowclone.node import files
+from shadowclone import files
 from shadowclone.proxy.credentials import PLACEHOLDER_PREFIX, LoginError
 
 log = logging.getLogger(__name__)

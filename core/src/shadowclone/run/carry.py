@@ -14,8 +14,8 @@ from typing import Any
 
 import attrs
 
+from shadowclone.files import write_atomic
 from shadowclone.node import schemas
-from shadowclone.node.files import write_atomic
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.run.drive import EngineResult
 from shadowclone.run.target import Plan

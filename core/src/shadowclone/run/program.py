@@ -28,8 +28,8 @@ from typing import NoReturn
 
 import attrs
 
+from shadowclone import files
 from shadowclone.errors import ShadowcloneError
-from shadowclone.node import files
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     INBOX_CLOSED,

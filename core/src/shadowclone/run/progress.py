@@ -15,7 +15,8 @@ from pathlib import Path
 
 import attrs
 
-from shadowclone.node import files, schemas
+from shadowclone import files
+from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder, read_json_lines
 from shadowclone.node.schemas import (
     Answer,

@@ -15,7 +15,7 @@ import attrs
 
 from shadowclone.config import Paths
 from shadowclone.errors import MalformedFile, Refused
-from shadowclone.node.files import (
+from shadowclone.files import (
     FileLock,
     LockBusy,
     make_folder,

@@ -32,11 +32,12 @@ from urllib.parse import urlparse
 import attrs
 from watchfiles import Change, watch
 
+from shadowclone import files
 from shadowclone.config import Config, Paths
 from shadowclone.environment.build import recipe_for
 from shadowclone.environment.declared import cache_volumes
 from shadowclone.errors import MalformedFile
-from shadowclone.node import files, schemas
+from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder, is_clone_id, run_folders
 from shadowclone.node.schemas import (
     ProgressKind,

@@ -35,7 +35,7 @@ from typing import Any
 import psutil
 from shadowclone.config import default_paths
 from shadowclone.errors import MalformedFile, PluginUnavailable, Refused
-from shadowclone.node.files import write_atomic
+from shadowclone.files import write_atomic
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.plugin import CloneState, CloneStatus, LaunchSpec, contract
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
-from shadowclone.node import files
+from shadowclone import files
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     Answer,

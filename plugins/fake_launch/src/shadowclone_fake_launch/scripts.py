@@ -88,7 +88,7 @@ def read_scripts(path: Path) -> ScriptsFile:
 
 
 def write_scripts(path: Path, scripts: ScriptsFile) -> None:
-    from shadowclone.node.files import write_atomic
+    from shadowclone.files import write_atomic
 
     write_atomic(path, json.dumps(_CONVERTER.unstructure(scripts), indent=1).encode())
 
