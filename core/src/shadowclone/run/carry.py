@@ -18,7 +18,7 @@ from shadowclone.files import write_atomic
 from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.run.drive import EngineResult
-from shadowclone.run.target import Plan
+from shadowclone.run.plan import Plan
 
 
 @attrs.frozen

@@ -71,6 +71,7 @@ from shadowclone.run.drive.caps import CapWatch, Reached, priced
 from shadowclone.run.github import GithubClient
 from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
 from shadowclone.run.inbox import FileWatch, delivered, set_on_stop
+from shadowclone.run.plan import Mode, Plan, resolve
 from shadowclone.run.progress import AskRelay, ProgressWriter
 from shadowclone.run.prompt import FIX_PROMPT, RESUME_PROMPT, build_prompt
 from shadowclone.run.redact import (
@@ -81,7 +82,6 @@ from shadowclone.run.redact import (
 from shadowclone.run.report import Ending, final_report, message_fates, pr_body, usage_line
 from shadowclone.run.save import Saved, save
 from shadowclone.run.secrets import Secrets
-from shadowclone.run.target import Mode, Plan, resolve
 from shadowclone.run.workspace import Workspace, clone, prepare, trust_work_tree
 
 log = logging.getLogger(__name__)

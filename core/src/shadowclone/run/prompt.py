@@ -8,7 +8,7 @@ fence early.
 
 from __future__ import annotations
 
-from shadowclone.run.target import Mode, Plan
+from shadowclone.run.plan import Mode, Plan
 
 UNTRUSTED_END = "</untrusted-issue"
 """The untrusted text's closing tag; the text cannot close it early."""

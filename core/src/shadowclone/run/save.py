@@ -16,7 +16,7 @@ import attrs
 from shadowclone.plugin.types import Outcome
 from shadowclone.run.github import GithubClient
 from shadowclone.run.hooks import install_pre_push_hook
-from shadowclone.run.target import Mode, Plan
+from shadowclone.run.plan import Mode, Plan
 from shadowclone.run.workspace import Workspace
 
 

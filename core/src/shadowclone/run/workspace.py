@@ -28,7 +28,7 @@ import attrs
 from shadowclone.errors import ShadowcloneError
 from shadowclone.run.hooks import install_pre_push_hook
 from shadowclone.run.identity import EngineIdentity
-from shadowclone.run.target import Mode, Plan
+from shadowclone.run.plan import Mode, Plan
 
 log = logging.getLogger(__name__)
 
