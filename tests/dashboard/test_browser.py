@@ -62,6 +62,16 @@ def until(browser: Chrome, check: Callable[[Chrome], object]) -> None:
         raise
 
 
+def press(browser: Chrome, by: str, what: str) -> None:
+    """Click, again should the live page have replaced the element meanwhile."""
+
+    def clicked(page: Chrome) -> bool:
+        page.find_element(by, what).click()
+        return True
+
+    until(browser, clicked)
+
+
 def shot(browser: Chrome, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
@@ -89,10 +99,10 @@ def test_the_owner_follows_answers_sends_and_stops_in_a_real_browser(
         until(browser, lambda b: "waiting" in text(b, "clones"))  # live: the list streams
         shot(browser, "list")
 
-        browser.find_element(By.LINK_TEXT, asking.id).click()
+        press(browser, By.LINK_TEXT, asking.id)
         until(browser, lambda b: "Question q1" in text(b, "question"))
         shot(browser, "question")
-        browser.find_element(By.XPATH, "//button[@value='right']").click()
+        press(browser, By.XPATH, "//button[@value='right']")
         until(
             browser, lambda b: "answer to q1: right (by owner via dashboard)" in text(b, "progress")
         )
@@ -103,14 +113,14 @@ def test_the_owner_follows_answers_sends_and_stops_in_a_real_browser(
         until(browser, lambda b: "running" in text(b, "summary"))
         field = browser.find_element(By.NAME, "text")
         field.send_keys("hello from the browser")
-        browser.find_element(By.XPATH, "//button[text()='Send']").click()
+        press(browser, By.XPATH, "//button[text()='Send']")
         until(browser, lambda b: "hello from the browser" in text(b, "progress"))
         shot(browser, "follow")
 
         browser.get(f"{site.url}/clones/{hanging.id}")
         until(browser, lambda b: "planted" in text(b, "progress"))
         assert PLANTED not in browser.page_source
-        browser.find_element(By.XPATH, "//button[text()='Stop']").click()
+        press(browser, By.XPATH, "//button[text()='Stop']")
         until(browser, lambda b: "stopped" in text(b, "summary"))  # live, as serve records it
         shot(browser, "stopped")
         node.stop(echoing.id)

@@ -238,6 +238,7 @@ class Dashboard:
         problem = request.query_params.get("error")
         said = request.query_params.get("said")
         items = "".join(_line(line) for line in lines[-PROGRESS_SHOWN:])
+        seen = _digest(self._summary(view), self._question(view))
         body = (
             (f"<div class='error'>{e(problem)}</div>" if problem else "")
             + (f"<div class='muted'>{e(said)}</div>" if said else "")
@@ -248,7 +249,8 @@ class Dashboard:
             + f"<h2>Progress</h2><ol class='progress' id='progress'>{items}</ol>"
         )
         script = (
-            f"<script>const s=new EventSource('/clones/{quote(view.id)}/events?from={offset}');"
+            f"<script>const s=new EventSource('/clones/{quote(view.id)}/events?from={offset}"
+            f"&seen={seen}');"
             "s.addEventListener('line',ev=>{const p=document.getElementById('progress');"
             "p.insertAdjacentHTML('beforeend',JSON.parse(ev.data).html);});"
             "s.addEventListener('view',ev=>{const d=JSON.parse(ev.data);"
@@ -316,16 +318,16 @@ class Dashboard:
 
         async def stream() -> AsyncIterator[dict[str, str]]:
             nonlocal offset
-            shown = None
+            shown = request.query_params.get("seen")  # what the page shows already
             while not await request.is_disconnected():
                 lines, _, offset = await asyncio.to_thread(_progress, folder, offset)
                 for line in lines:
                     yield {"event": "line", "data": json.dumps({"html": _line(line)})}
                 view = await asyncio.to_thread(self.node.get, folder.id, 1)
-                now_shown = (self._summary(view), self._question(view))
-                if now_shown != shown:
-                    shown = now_shown
-                    data = {"summary": now_shown[0], "question": now_shown[1]}
+                summary, question = self._summary(view), self._question(view)
+                if (digest := _digest(summary, question)) != shown:
+                    shown = digest
+                    data = {"summary": summary, "question": question}
                     yield {"event": "view", "data": json.dumps(data)}
                 await asyncio.sleep(POLL_S)
 
@@ -391,6 +393,11 @@ class Dashboard:
         except ShadowcloneError as error:
             return PlainTextResponse(str(error), status_code=409)
         return PlainTextResponse(f"answered {question_id}: {choice}")
+
+
+def _digest(*parts: str) -> str:
+    """A short name for what a page shows, so its stream sends only what changed."""
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
 def _progress(folder: RunFolder, offset: int) -> tuple[list[ProgressLine], list[str], int]:
