@@ -22,7 +22,7 @@ import docker
 import docker.errors
 import pytest
 from shadowclone.errors import Refused
-from shadowclone.plugin import CloneState, CloneStatus, LaunchSpec, NetworkMode
+from shadowclone.plugin import CloneStatus, LaunchSpec, LaunchState, NetworkMode
 from shadowclone_docker_launch.launcher import (
     CAPABILITIES,
     CLONE_UID,
@@ -191,7 +191,7 @@ def run_clone(launcher: DockerLauncher, spec: LaunchSpec, *command: str) -> Clon
     launcher.command_for = lambda _spec: list(command)
     launcher.launch(spec)
     deadline = time.monotonic() + WAIT_S
-    while (status := launcher.status(spec.clone_id)).state is CloneState.RUNNING:
+    while (status := launcher.status(spec.clone_id)).state is LaunchState.RUNNING:
         assert time.monotonic() < deadline, "the clone did not finish"
         time.sleep(0.1)
     return status

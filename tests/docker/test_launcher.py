@@ -19,7 +19,7 @@ import pytest
 from shadowclone import __version__ as shadowclone_version
 from shadowclone.errors import PluginUnavailable
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.plugin import CloneState, CloneStatus, Launcher, LaunchSpec, NetworkMode
+from shadowclone.plugin import CloneStatus, Launcher, LaunchSpec, LaunchState, NetworkMode
 from shadowclone_docker_launch.launcher import (
     CAPABILITIES,
     LABEL_SCOPE,
@@ -255,7 +255,7 @@ def test_the_reaper_removes_only_what_crashes_left(
     )
     for clone_id in (orphan, never.clone_id, headless.clone_id):
         assert docker_launcher.traces(clone_id) == []
-    assert docker_launcher.status(kept).state is CloneState.RUNNING
+    assert docker_launcher.status(kept).state is LaunchState.RUNNING
     assert foreign == [], "another clones folder sees none of these"
     assert docker_launcher.reap_strays() == []
 

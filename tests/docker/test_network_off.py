@@ -13,7 +13,7 @@ from typing import Any
 
 import docker
 import pytest
-from shadowclone.plugin import CloneState, LaunchSpec, NetworkMode
+from shadowclone.plugin import LaunchSpec, LaunchState, NetworkMode
 from shadowclone_docker_launch.launcher import DockerLauncher
 from shadowclone_fake_launch.fakes.github import FakeGitHub
 from shadowclone_fake_launch.fakes.models import FakeModelServer
@@ -145,7 +145,7 @@ def probe(
     launcher.launch(spec)
     try:
         deadline = time.monotonic() + WAIT_S
-        while (status := launcher.status(clone_id)).state is CloneState.RUNNING:
+        while (status := launcher.status(clone_id)).state is LaunchState.RUNNING:
             assert time.monotonic() < deadline, "the probe did not finish"
             time.sleep(0.1)
         assert status.exit_code == 0, status.output_tail

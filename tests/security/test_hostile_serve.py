@@ -24,7 +24,7 @@ from shadowclone.config import Paths, load_config
 from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State, write
-from shadowclone.plugin import CloneState, CloneStatus, LaunchSpec
+from shadowclone.plugin import CloneStatus, LaunchSpec, LaunchState
 from shadowclone.serve.loop import Server
 from shadowclone_fake_launch.scripts import Play, Script
 
@@ -125,7 +125,7 @@ class RememberingLauncher:
             self.launched[spec.clone_id] = spec
 
     def status(self, clone_id: str) -> CloneStatus:
-        state = CloneState.RUNNING if clone_id in self.launched else CloneState.MISSING
+        state = LaunchState.RUNNING if clone_id in self.launched else LaunchState.MISSING
         return CloneStatus(clone_id, state)
 
     def stop(self, clone_id: str, grace_s: float = 10.0) -> None:
@@ -137,7 +137,7 @@ class RememberingLauncher:
 
     def running(self) -> Sequence[CloneStatus]:
         with self.lock:
-            return [CloneStatus(i, CloneState.RUNNING) for i in self.launched]
+            return [CloneStatus(i, LaunchState.RUNNING) for i in self.launched]
 
 
 @pytest.fixture

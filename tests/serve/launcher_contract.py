@@ -29,7 +29,7 @@ from shadowclone.errors import Refused
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Request
 from shadowclone.node.target import Target
-from shadowclone.plugin import CloneState, CloneStatus, Launcher, LaunchSpec, Outcome
+from shadowclone.plugin import CloneStatus, Launcher, LaunchSpec, LaunchState, Outcome
 
 WAIT_S = 30.0
 """Bound on every wait, so that a broken launcher fails instead of hanging."""
@@ -140,7 +140,7 @@ class LauncherContract(abc.ABC):
         spec = self.spec(root, behaviour, number)
         launcher.launch(spec)
         found = launcher.status(spec.clone_id).state
-        assert found in (CloneState.RUNNING, CloneState.EXITED), "a launched clone is known"
+        assert found in (LaunchState.RUNNING, LaunchState.EXITED), "a launched clone is known"
         if behaviour in (Behaviour.HANG, Behaviour.STUBBORN):
             _wait(lambda: HANG_NOTE in self.notes(spec.run_folder), f"{behaviour} to be ready")
         return spec.clone_id
@@ -150,7 +150,7 @@ class LauncherContract(abc.ABC):
 
         def ended() -> bool:
             found[:] = [launcher.status(clone_id)]
-            return found[0].state is CloneState.EXITED
+            return found[0].state is LaunchState.EXITED
 
         _wait(ended, f"clone {clone_id} to exit")
         return found[0]
@@ -171,7 +171,7 @@ class LauncherContract(abc.ABC):
     # ------------------------------------------------------------------ the contract
 
     def test_an_unknown_clone_is_missing_and_harmless(self, launcher: Launcher) -> None:
-        assert launcher.status("200101-000000-none").state is CloneState.MISSING
+        assert launcher.status("200101-000000-none").state is LaunchState.MISSING
         launcher.stop("200101-000000-none", grace_s=0)
         launcher.remove("200101-000000-none")
 
@@ -182,7 +182,7 @@ class LauncherContract(abc.ABC):
         said: list[str] = []
         assert launcher.prepare(spec, said.append, threading.Event()) == spec
         assert said == []
-        assert launcher.status(spec.clone_id).state is CloneState.MISSING  # nothing launched
+        assert launcher.status(spec.clone_id).state is LaunchState.MISSING  # nothing launched
 
     def test_a_clone_works_in_its_run_folder_and_exits_0(
         self, launcher: Launcher, root: Path
@@ -207,11 +207,11 @@ class LauncherContract(abc.ABC):
     ) -> None:
         clone_id = self.launched(launcher, root, Behaviour.HANG, 1)
         time.sleep(0.5)
-        assert launcher.status(clone_id).state is CloneState.RUNNING
+        assert launcher.status(clone_id).state is LaunchState.RUNNING
         started = time.monotonic()
         launcher.stop(clone_id, grace_s=20)
         assert time.monotonic() - started < 20 + WAIT_S
-        assert launcher.status(clone_id).state is CloneState.EXITED
+        assert launcher.status(clone_id).state is LaunchState.EXITED
         final = self.final(self.folder_of(root, clone_id))
         assert final is not None and final.outcome is Outcome.STOPPED, "it had time to save"
 
@@ -221,7 +221,7 @@ class LauncherContract(abc.ABC):
         launcher.stop(clone_id, grace_s=1)
         assert time.monotonic() - started < 1 + WAIT_S
         status = launcher.status(clone_id)
-        assert status.state is CloneState.EXITED
+        assert status.state is LaunchState.EXITED
         assert status.exit_code not in (None, 0)
         assert self.final(self.folder_of(root, clone_id)) is None
 
@@ -234,12 +234,12 @@ class LauncherContract(abc.ABC):
         fresh = self.make_launcher(root)  # as serve after a restart
         found = {status.clone_id: status.state for status in fresh.running()}
         assert found == {
-            hanging[0]: CloneState.RUNNING,
-            hanging[1]: CloneState.RUNNING,
-            finished: CloneState.EXITED,
+            hanging[0]: LaunchState.RUNNING,
+            hanging[1]: LaunchState.RUNNING,
+            finished: LaunchState.EXITED,
         }
         fresh.stop(hanging[0], grace_s=10)
-        assert launcher.status(hanging[0]).state is CloneState.EXITED
+        assert launcher.status(hanging[0]).state is LaunchState.EXITED
         fresh.remove(finished)
         assert {s.clone_id for s in launcher.running()} == set(hanging)
 
@@ -262,7 +262,7 @@ class LauncherContract(abc.ABC):
         assert self.traces(launcher, ended), "so does an exited one until it is removed"
         for clone_id in (running, ended):
             launcher.remove(clone_id)
-            assert launcher.status(clone_id).state is CloneState.MISSING
+            assert launcher.status(clone_id).state is LaunchState.MISSING
             assert self.traces(launcher, clone_id) == []
         assert launcher.running() == []
 

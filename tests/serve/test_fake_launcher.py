@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.plugin import CloneState, Launcher
+from shadowclone.plugin import Launcher, LaunchState
 from shadowclone_fake_launch import keeper
 from shadowclone_fake_launch.launcher import FakeLauncher
 from shadowclone_fake_launch.scripts import (
@@ -120,11 +120,11 @@ def test_a_clone_outlives_the_process_that_launched_it(root: Path) -> None:
     assert done.returncode == -signal.SIGKILL
     launcher = contract.make_launcher(root)
     try:
-        assert launcher.status(spec.clone_id).state is CloneState.RUNNING
+        assert launcher.status(spec.clone_id).state is LaunchState.RUNNING
         wait_for_note(spec.run_folder)
         launcher.stop(spec.clone_id, grace_s=10)
         status = launcher.status(spec.clone_id)
-        assert (status.state, status.exit_code) == (CloneState.EXITED, 0)
+        assert (status.state, status.exit_code) == (LaunchState.EXITED, 0)
     finally:
         launcher.remove(spec.clone_id)
 
@@ -142,10 +142,10 @@ def test_a_clone_whose_keeper_died_is_still_found_and_ends_with_an_unknown_code(
         assert len(keepers) == 1
         keepers[0].kill()
         keepers[0].wait(WAIT_S)
-        assert launcher.status(clone_id).state is CloneState.RUNNING  # the clone itself lives
+        assert launcher.status(clone_id).state is LaunchState.RUNNING  # the clone itself lives
         launcher.stop(clone_id, grace_s=10)
         status = launcher.status(clone_id)
-        assert (status.state, status.exit_code) == (CloneState.EXITED, None)
+        assert (status.state, status.exit_code) == (LaunchState.EXITED, None)
         assert "exit code is unknown" in status.output_tail
     finally:
         launcher.remove(clone_id)
@@ -162,7 +162,7 @@ def test_a_launch_that_died_before_its_keeper_counts_as_missing_and_may_be_retri
     folder = launcher.clone_folder(spec.clone_id)
     folder.mkdir(parents=True)
     (folder / keeper.LOCK_FILE).touch()  # what a launch leaves if killed before its keeper
-    assert launcher.status(spec.clone_id).state is CloneState.MISSING
+    assert launcher.status(spec.clone_id).state is LaunchState.MISSING
     assert launcher.running() == []
     launcher.launch(spec)
     try:

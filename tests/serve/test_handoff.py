@@ -9,7 +9,7 @@ from shadowclone.config import Paths
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, Record, State
-from shadowclone.plugin import CloneState, LaunchSpec, NetworkMode
+from shadowclone.plugin import LaunchSpec, LaunchState, NetworkMode
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import Play, Script
 
@@ -63,7 +63,7 @@ def test_a_phase_that_ended_while_serve_was_down_goes_on_when_serve_is_back(
     folder.write_record(Record(id=clone.id, state=State.RUNNING))
     first = FakeLauncher(default_state_dir())
     first.launch(LaunchSpec(clone.id, folder.path, home.secrets_file, "unused"))
-    wait_until(lambda: first.status(clone.id).state is CloneState.EXITED, "the first phase")
+    wait_until(lambda: first.status(clone.id).state is LaunchState.EXITED, "the first phase")
     assert folder.handoff_file.exists()
     time.sleep(0.1)
     launcher = NetworkLog()

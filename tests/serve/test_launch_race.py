@@ -26,7 +26,7 @@ from shadowclone.errors import Refused
 from shadowclone.node.local import local_node
 from shadowclone.node.runfolder import RunFolder, run_folders
 from shadowclone.node.schemas import Record, State
-from shadowclone.plugin import CloneState, CloneStatus, LaunchSpec
+from shadowclone.plugin import CloneStatus, LaunchSpec, LaunchState
 from shadowclone.serve.loop import Server, ServeSettings
 from shadowclone_fake_launch.scripts import (
     SCRIPTS_VARIABLE,
@@ -92,21 +92,21 @@ class MemoryLauncher:
         run_ops(self.act, self.during)
         with self.lock:
             self.launched.append(spec.clone_id)
-            self.states[spec.clone_id] = CloneStatus(spec.clone_id, CloneState.RUNNING)
+            self.states[spec.clone_id] = CloneStatus(spec.clone_id, LaunchState.RUNNING)
 
     def status(self, clone_id: str) -> CloneStatus:
         with self.lock:
-            return self.states.get(clone_id, CloneStatus(clone_id, CloneState.MISSING))
+            return self.states.get(clone_id, CloneStatus(clone_id, LaunchState.MISSING))
 
     def stop(self, clone_id: str, grace_s: float = 10.0) -> None:
         self.exit(clone_id, 143)
 
     def exit(self, clone_id: str, code: int) -> None:
         with self.lock:
-            if self.states.get(clone_id, CloneStatus(clone_id, CloneState.MISSING)).state is (
-                CloneState.RUNNING
+            if self.states.get(clone_id, CloneStatus(clone_id, LaunchState.MISSING)).state is (
+                LaunchState.RUNNING
             ):
-                self.states[clone_id] = CloneStatus(clone_id, CloneState.EXITED, code)
+                self.states[clone_id] = CloneStatus(clone_id, LaunchState.EXITED, code)
 
     def remove(self, clone_id: str) -> None:
         with self.lock:
@@ -117,7 +117,7 @@ class MemoryLauncher:
             return list(self.states.values())
 
     def alive(self, clone_id: str) -> bool:
-        return self.status(clone_id).state is CloneState.RUNNING
+        return self.status(clone_id).state is LaunchState.RUNNING
 
 
 def run_ops(machine: object, ops: list[Op]) -> None:

@@ -17,7 +17,7 @@ from shadowclone.node.schemas import (
     Step,
     Usage,
 )
-from shadowclone.plugin import CloneState, CloneStatus, Outcome
+from shadowclone.plugin import CloneStatus, LaunchState, Outcome
 from shadowclone.serve import records
 
 AT = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
@@ -69,7 +69,7 @@ def test_no_lines_change_nothing() -> None:
 )
 def test_an_exit_after_a_final_line_ends_as_the_line_says(outcome: Outcome, state: State) -> None:
     record = Record("c", State.RUNNING, outcome=outcome)
-    status = CloneStatus("c", CloneState.EXITED, 0, "output")
+    status = CloneStatus("c", LaunchState.EXITED, 0, "output")
     ended = records.ended(record, status, stop_requested=False, at=AT)
     assert (ended.state, ended.exit_code, ended.ended_at) == (state, 0, AT)
     assert ended.output_tail == ("" if state is State.DONE else "output")
@@ -77,7 +77,7 @@ def test_an_exit_after_a_final_line_ends_as_the_line_says(outcome: Outcome, stat
 
 
 def test_an_exit_with_no_final_line_is_failed_with_its_output_kept() -> None:
-    status = CloneStatus("c", CloneState.EXITED, 2, "Traceback: boom")
+    status = CloneStatus("c", LaunchState.EXITED, 2, "Traceback: boom")
     ended = records.ended(Record("c", State.RUNNING), status, stop_requested=False, at=AT)
     assert (ended.state, ended.outcome, ended.exit_code) == (State.FAILED, Outcome.FAILED, 2)
     assert ended.output_tail == "Traceback: boom"
@@ -85,7 +85,7 @@ def test_an_exit_with_no_final_line_is_failed_with_its_output_kept() -> None:
 
 
 def test_an_exit_with_no_final_line_after_a_stop_is_stopped() -> None:
-    status = CloneStatus("c", CloneState.EXITED, 137, "")
+    status = CloneStatus("c", LaunchState.EXITED, 137, "")
     ended = records.ended(Record("c", State.WAITING), status, stop_requested=True, at=AT)
     assert (ended.state, ended.outcome, ended.question) == (State.STOPPED, Outcome.STOPPED, None)
 
@@ -98,7 +98,7 @@ def test_serve_keeps_no_token_in_its_copies_of_a_clones_text() -> None:
     line = ProgressLine(step=Step.FINISH, kind=ProgressKind.FINAL, text=said, report=said)
     question = Question(id="q1", text=said, options=(said, "no"), recommended=said)
     record = Record(id="x", state=State.RUNNING, last_progress=line, question=question)
-    status = CloneStatus("x", CloneState.EXITED, exit_code=1, output_tail=f"Traceback: {token}")
+    status = CloneStatus("x", LaunchState.EXITED, exit_code=1, output_tail=f"Traceback: {token}")
     ended = records.scrubbed(records.ended(record, status, False, datetime.now(UTC)))
     failed = records.scrubbed(records.failed(record, f"launch failed: {token}", datetime.now(UTC)))
     for kept in (ended, failed):

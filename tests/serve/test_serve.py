@@ -27,7 +27,7 @@ from shadowclone.node.schemas import (
     Usage,
 )
 from shadowclone.node.target import Target
-from shadowclone.plugin import CloneState, LaunchSpec, Outcome
+from shadowclone.plugin import LaunchSpec, LaunchState, Outcome
 from shadowclone.serve.loop import serve_clones
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import Play, Script
@@ -101,7 +101,7 @@ def test_a_clone_runs_and_serve_records_how_it_ended(
     assert record.started_at <= record.ended_at
     assert record.last_progress is not None and record.last_progress.final
     assert not (home.active_dir / clone.id).exists()
-    assert FakeLauncher(default_state_dir()).status(clone.id).state is CloneState.MISSING
+    assert FakeLauncher(default_state_dir()).status(clone.id).state is LaunchState.MISSING
     view = node.get(clone.id)
     assert (view.state, view.pr_url) == (State.DONE, "https://x/pull/9")
     assert ready.starts() == [clone.id]
@@ -321,7 +321,7 @@ def test_sigterm_stops_serve_and_the_next_serve_goes_on_with_its_clones(
         code = process.end()
     assert code == 0, process.output
     assert "SIGTERM: stopping" in process.output
-    assert FakeLauncher(default_state_dir()).status(clone.id).state is CloneState.RUNNING
+    assert FakeLauncher(default_state_dir()).status(clone.id).state is LaunchState.RUNNING
     node.send(clone.id, "while no serve runs")
     with serving(node):
         node.send(clone.id, "bye")

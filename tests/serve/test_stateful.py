@@ -15,7 +15,7 @@ from shadowclone.errors import Refused
 from shadowclone.node.local import local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, Record, State
-from shadowclone.plugin import CloneState
+from shadowclone.plugin import LaunchState
 from shadowclone_fake_launch.launcher import FakeLauncher
 
 from tests.serve.conftest import (
@@ -169,7 +169,7 @@ class ServeMachine(RuleBasedStateMachine):
     @invariant()
     def at_most_parallel_clones_run(self) -> None:
         assert len(self.in_state(State.RUNNING, State.WAITING)) <= PARALLEL
-        running = [s for s in self.launcher.running() if s.state is CloneState.RUNNING]
+        running = [s for s in self.launcher.running() if s.state is LaunchState.RUNNING]
         assert len(running) <= PARALLEL
 
     @invariant()

@@ -13,7 +13,6 @@ from shadowclone.errors import BadInput, MalformedFile, PluginUnavailable, Refus
 from shadowclone.plugin import contract
 from shadowclone.plugin.spec import PROJECT
 from shadowclone.plugin.types import (
-    CloneState,
     CloneStatus,
     Engine,
     EngineEvent,
@@ -28,6 +27,7 @@ from shadowclone.plugin.types import (
     LauncherRegistration,
     LauncherSettings,
     LaunchSpec,
+    LaunchState,
     NetworkMode,
     Notification,
     Notifier,
@@ -107,7 +107,6 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "STOP_GRACE_S",
     "BadInput",
-    "CloneState",
     "CloneStatus",
     "Engine",
     "EngineEvent",
@@ -119,6 +118,7 @@ __all__ = [
     "Family",
     "FinishedEvent",
     "LaunchSpec",
+    "LaunchState",
     "Launcher",
     "LauncherRegistration",
     "LauncherSettings",

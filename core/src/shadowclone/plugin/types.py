@@ -249,7 +249,9 @@ class LaunchSpec:
     """The repository's environment, which `Launcher.prepare` makes the clone's image of."""
 
 
-class CloneState(enum.StrEnum):
+class LaunchState(enum.StrEnum):
+    """Where a clone stands with its launcher (not its record's `State`, which serve keeps)."""
+
     RUNNING = "running"
     EXITED = "exited"
     MISSING = "missing"
@@ -260,7 +262,7 @@ class CloneStatus:
     """What a launcher knows of one clone it launched."""
 
     clone_id: str
-    state: CloneState
+    state: LaunchState
     exit_code: int | None = None
     output_tail: str = ""
     """The last lines the clone printed, kept for a clone that failed."""

@@ -61,11 +61,11 @@ from shadowclone.notify.dispatch import (
 from shadowclone.plugin import contract
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
-    CloneState,
     CloneStatus,
     Launcher,
     LauncherSettings,
     LaunchSpec,
+    LaunchState,
     NetworkMode,
     NotifyEvent,
 )
@@ -308,7 +308,7 @@ class Server:
                     state = self.launcher.status(clone_id).state
                 except Exception:  # noqa: BLE001 - serve's own poll reports launcher trouble
                     return
-                if state is not CloneState.RUNNING:
+                if state is not LaunchState.RUNNING:
                     self._events.put({clone_id})
                     return
                 time.sleep(self.settings.exit_poll_s)
@@ -442,7 +442,7 @@ class Server:
             self.write(clone, attrs.evolve(clone.record, state=State.QUEUED))
         record = clone.record
         if record.state is State.QUEUED:
-            if status.state is CloneState.MISSING:
+            if status.state is LaunchState.MISSING:
                 if record.launching_at is not None:
                     log.info("clone %s never reached its launcher; it stays queued", clone.id)
                     self.write(clone, attrs.evolve(record, launching_at=None))
@@ -454,11 +454,11 @@ class Server:
                 attrs.evolve(record, state=State.RUNNING, started_at=started, launching_at=None),
             )
             self.read_progress(clone)
-            if status.state is CloneState.RUNNING and self._stopped_in_launch(clone):
+            if status.state is LaunchState.RUNNING and self._stopped_in_launch(clone):
                 return
-        if status.state is CloneState.MISSING:
+        if status.state is LaunchState.MISSING:
             self.vanished(clone)
-        elif status.state is CloneState.EXITED:
+        elif status.state is LaunchState.EXITED:
             self.finish(clone, status)
         else:
             self.deliver(clone)
@@ -554,9 +554,9 @@ class Server:
             for clone in clones:
                 status = known.get(clone.id) or self.launcher.status(clone.id)
                 with self.guard(clone.id):
-                    if status.state is CloneState.EXITED:
+                    if status.state is LaunchState.EXITED:
                         self.finish(clone, status)
-                    elif status.state is CloneState.MISSING:
+                    elif status.state is LaunchState.MISSING:
                         self.vanished(clone)
         except Exception:
             log.exception("cannot ask the launcher about its clones; trying again soon")
@@ -869,7 +869,7 @@ class Server:
         except MalformedFile as error:
             self.report(f"{clone_id} marker", f"clone {clone_id}: {error}")
         try:
-            if self.launcher.status(clone_id).state is not CloneState.MISSING:
+            if self.launcher.status(clone_id).state is not LaunchState.MISSING:
                 self.launcher.remove(clone_id)
         except Exception:
             log.exception("the launcher could not remove clone %s", clone_id)

@@ -36,10 +36,10 @@ from shadowclone.node.target import Target, parse_repo, same_repo
 from shadowclone.plugin import contract
 from shadowclone.plugin.manager import Registry
 from shadowclone.plugin.types import (
-    CloneState,
     Launcher,
     LauncherSettings,
     LaunchSpec,
+    LaunchState,
     SecretProviderRegistration,
 )
 from shadowclone.run.check import ENVIRONMENT_FOLDER, CheckReport
@@ -301,12 +301,12 @@ def run_check_clone(
             return CheckReport(request.target.repo_full_name, problems=(str(error),))
         deadline = time.monotonic() + timeout_s
         status = launcher.status(clone_id)
-        while status.state is CloneState.RUNNING and time.monotonic() < deadline:
+        while status.state is LaunchState.RUNNING and time.monotonic() < deadline:
             follow()
             time.sleep(0.2)
             status = launcher.status(clone_id)
         follow()
-        if status.state is CloneState.RUNNING:
+        if status.state is LaunchState.RUNNING:
             launcher.stop(clone_id)
             return CheckReport(
                 request.target.repo_full_name,

@@ -59,9 +59,9 @@ from docker.models.volumes import Volume
 from docker.types import Mount
 from shadowclone import __version__ as shadowclone_version
 from shadowclone.plugin import (
-    CloneState,
     CloneStatus,
     LaunchSpec,
+    LaunchState,
     NetworkMode,
     PluginUnavailable,
     Refused,
@@ -273,7 +273,7 @@ class DockerLauncher:
         for container in self._labelled(LABEL_CLONE):
             clone_id = container.labels.get(LABEL_CLONE, "")
             status = self._status(clone_id, container)
-            if status.state is not CloneState.MISSING:
+            if status.state is not LaunchState.MISSING:
                 found.append(status)
         return sorted(found, key=lambda status: status.clone_id)
 
@@ -493,18 +493,18 @@ class DockerLauncher:
 
     def _status(self, clone_id: str, container: Container | None) -> CloneStatus:
         if container is None:
-            return CloneStatus(clone_id, CloneState.MISSING)
+            return CloneStatus(clone_id, LaunchState.MISSING)
         state = _state(container)
         if state in _RUNNING_STATES:
-            return CloneStatus(clone_id, CloneState.RUNNING)
+            return CloneStatus(clone_id, LaunchState.RUNNING)
         if state not in _EXITED_STATES:
-            return CloneStatus(clone_id, CloneState.MISSING)  # created, never started
+            return CloneStatus(clone_id, LaunchState.MISSING)  # created, never started
         info = container.attrs.get("State", {})
         tail = _logs(container)
         if info.get("OOMKilled"):
             limit = container.attrs.get("HostConfig", {}).get("Memory") or 0
             tail += f"\n(the clone ran out of memory: its limit is {limit // 2**20} MiB)"
-        return CloneStatus(clone_id, CloneState.EXITED, info.get("ExitCode"), tail.strip("\n"))
+        return CloneStatus(clone_id, LaunchState.EXITED, info.get("ExitCode"), tail.strip("\n"))
 
     def _wait_not_running(self, container: Container, clone_id: str) -> None:
         deadline = time.monotonic() + STOP_CHECK_S

@@ -37,7 +37,7 @@ from shadowclone.config import default_paths
 from shadowclone.errors import MalformedFile, PluginUnavailable, Refused
 from shadowclone.files import write_atomic
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.plugin import CloneState, CloneStatus, LaunchSpec, contract
+from shadowclone.plugin import CloneStatus, LaunchSpec, LaunchState, contract
 
 from shadowclone_fake_launch import keeper, users
 from shadowclone_fake_launch.scripts import SCRIPTS_VARIABLE, read_scripts, script_json
@@ -172,7 +172,7 @@ class FakeLauncher:
         folder = self._folder(spec.clone_id)
         if folder.exists():
             found = self.status(spec.clone_id)
-            if found.state is not CloneState.MISSING:
+            if found.state is not LaunchState.MISSING:
                 raise Refused(
                     f"the fake launcher already has clone {spec.clone_id} ({found.state})"
                 )
@@ -260,29 +260,29 @@ class FakeLauncher:
     def status(self, clone_id: str) -> CloneStatus:
         folder = self._folder(clone_id)
         if not folder.is_dir():
-            return CloneStatus(clone_id, CloneState.MISSING)
+            return CloneStatus(clone_id, LaunchState.MISSING)
         output = folder / keeper.OUTPUT_FILE
         ended = self._exit(folder)
         if ended is not None:
             return ended
         # A running clone's output is read only once it has ended (serve asks every few seconds).
         if _lock_held(folder / keeper.LOCK_FILE):
-            return CloneStatus(clone_id, CloneState.RUNNING)
+            return CloneStatus(clone_id, LaunchState.RUNNING)
         ended = self._exit(folder)  # the keeper may have written it and gone just now
         if ended is not None:
             return ended
         child = _read_json(folder / keeper.CHILD_FILE)
         if child is None:
-            return CloneStatus(clone_id, CloneState.MISSING)  # never got as far as starting
+            return CloneStatus(clone_id, LaunchState.MISSING)  # never got as far as starting
         if _alive(child["pid"], child["create_time"]):
-            return CloneStatus(clone_id, CloneState.RUNNING)
+            return CloneStatus(clone_id, LaunchState.RUNNING)
         note = "(the fake launcher's keeper died before the clone; its exit code is unknown)"
         return CloneStatus(
-            clone_id, CloneState.EXITED, None, "\n".join(filter(None, (tail(output), note)))
+            clone_id, LaunchState.EXITED, None, "\n".join(filter(None, (tail(output), note)))
         )
 
     def stop(self, clone_id: str, grace_s: float = 10.0) -> None:
-        if self.status(clone_id).state is not CloneState.RUNNING:
+        if self.status(clone_id).state is not LaunchState.RUNNING:
             return
         folder = self._folder(clone_id)
         self._signal(folder, signal.SIGTERM)
@@ -295,7 +295,7 @@ class FakeLauncher:
             )
 
     def remove(self, clone_id: str) -> None:
-        if self.status(clone_id).state is CloneState.RUNNING:
+        if self.status(clone_id).state is LaunchState.RUNNING:
             self.stop(clone_id, grace_s=0)
         folder = self._folder(clone_id)
         deadline = time.monotonic() + KILL_WAIT_S
@@ -310,7 +310,7 @@ class FakeLauncher:
         except FileNotFoundError:
             return []
         found = [self.status(name) for name in names if not name.startswith(".")]
-        return [status for status in found if status.state is not CloneState.MISSING]
+        return [status for status in found if status.state is not LaunchState.MISSING]
 
     def reap_strays(self) -> list[str]:
         """A clone process outlives nothing it needs removed: each keeps to its folder."""
@@ -354,7 +354,7 @@ class FakeLauncher:
             return None
         return CloneStatus(
             folder.name,
-            CloneState.EXITED,
+            LaunchState.EXITED,
             ended.get("exit_code"),
             tail(folder / keeper.OUTPUT_FILE),
         )
@@ -376,7 +376,7 @@ class FakeLauncher:
     def _wait_not_running(self, clone_id: str, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while True:
-            if self.status(clone_id).state is not CloneState.RUNNING:
+            if self.status(clone_id).state is not LaunchState.RUNNING:
                 return True
             if time.monotonic() >= deadline:
                 return False
