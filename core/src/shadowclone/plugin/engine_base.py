@@ -8,6 +8,7 @@ A driver subclasses `ProcessSession`, reads its protocol in `_read_stdout`, and 
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import collections
 import logging
@@ -40,7 +41,7 @@ def exit_words(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-class ProcessSession:
+class ProcessSession(abc.ABC):
     """One engine process behind an `EngineSession`: subclasses read its output and judge
     its end. `label` names the engine in outcomes and logs ("Claude Code")."""
 
@@ -72,8 +73,9 @@ class ProcessSession:
 
     # ---- for subclasses
 
+    @abc.abstractmethod
     async def _read_stdout(self) -> None:
-        raise NotImplementedError
+        """Read the engine's protocol from its standard output until it ends."""
 
     async def _stdout_lines(self) -> AsyncIterator[str]:
         """The process's output lines, decoded, the blank ones left out."""
@@ -83,11 +85,9 @@ class ProcessSession:
             if text.strip():
                 yield text
 
+    @abc.abstractmethod
     def _outcome(self, returncode: int) -> tuple[Outcome, str]:
-        raise NotImplementedError
-
-    def _after_exit(self) -> None:
-        """Called once the process has exited, before its tree is killed."""
+        """How the session ended, judged from the exit code and what the driver saw."""
 
     def _keep(self, line: str) -> None:
         self._tail.append(line[:OUTPUT_LINE_LENGTH])
@@ -139,7 +139,6 @@ class ProcessSession:
         """Wait for the process to end, clean up what it left, and report the outcome."""
         try:
             returncode = await self._exited()
-            self._after_exit()
             # Whatever it started dies with it, also so that no orphan holds our pipes open.
             self._tree.signal(signal.SIGKILL)
             _, late = await asyncio.wait(self._readers, timeout=PIPE_DRAIN_S)

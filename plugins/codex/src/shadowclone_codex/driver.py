@@ -509,8 +509,10 @@ class CodexSession(ProcessSession):
 
     # ---- the end
 
-    def _after_exit(self) -> None:
-        self._rpc.fail_pending("the codex app-server exited")
+    async def _exited(self) -> int:
+        returncode = await super()._exited()
+        self._rpc.fail_pending("the codex app-server exited")  # no request waits for an answer
+        return returncode
 
     def _outcome(self, returncode: int) -> tuple[Outcome, str]:
         if self._stopping:
