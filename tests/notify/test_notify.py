@@ -25,7 +25,16 @@ from shadowclone.dashboard.keys import load_token, signed
 from shadowclone.errors import PluginUnavailable
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import Question, Record, State, Via
+from shadowclone.node.schemas import (
+    Answer,
+    ProgressKind,
+    ProgressLine,
+    Question,
+    Record,
+    State,
+    Step,
+    Via,
+)
 from shadowclone.notify.builtin import SIGNATURE_HEADER
 from shadowclone.notify.dispatch import Dispatcher, notable
 from shadowclone.plugin import LaunchSpec, Notification, NotifyEvent
@@ -330,3 +339,38 @@ def test_the_desktop_notifier_runs_notify_send(
     args = kept.read_text().splitlines()
     assert "--app-name=shadowclone" in args and "acme/app#1 done" in args
     assert any(clone.id in arg for arg in args)
+
+
+def test_a_pause_at_a_cap_and_a_schedule_are_told_as_such(
+    node: LocalNode, home: Paths, ready: Scripts, receiver: Receiver
+) -> None:
+    """What a running clone writes (here as the run program writes it) reaches the webhook
+    as the event it is: a cap's question is a pause, a usage limit a schedule."""
+    node = configured(
+        node, notify__use='["webhook"]', notify__webhook__url=json.dumps(receiver.url)
+    )
+    ready.set("acme/app#1", Script(play=Play.HANG))
+    clone = node.start("acme/app#1")
+    folder = RunFolder(home.clones_dir / clone.id)
+    cap = Question("q7", "The clone reached its time cap.", ("raise", "finish"), "finish", cap=True)
+    until = datetime.now(UTC) + timedelta(hours=2)
+    with serving(node, QUICK):
+        wait_state(home, clone.id, State.RUNNING)
+        folder.append_progress(
+            ProgressLine(Step.ENGINE, ProgressKind.QUESTION, cap.text, question=cap)
+        )
+        wait_until(lambda: "paused" in receiver.events(), "the pause's notification")
+        folder.append_progress(
+            ProgressLine(Step.ENGINE, ProgressKind.ANSWER, "raise", answer=Answer("q7", "raise"))
+        )
+        folder.append_progress(
+            ProgressLine(Step.ENGINE, ProgressKind.SCHEDULED, "usage limit", until=until)
+        )
+        wait_until(lambda: "scheduled" in receiver.events(), "the schedule's notification")
+        node.stop(clone.id)
+        wait_state(home, clone.id, State.STOPPED)
+        wait_until(lambda: "stopped" in receiver.events(), "the stop's notification")
+    assert receiver.events() == ["paused", "scheduled", "stopped"]
+    paused, scheduled, _ = receiver.bodies()
+    assert paused["question_id"] == "q7" and "paused at a cap" in paused["title"]
+    assert f"until {until.astimezone():%H:%M}" in scheduled["text"]

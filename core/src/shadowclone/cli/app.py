@@ -14,7 +14,7 @@ from rich.console import Console
 
 from shadowclone.config import Paths, default_paths
 from shadowclone.node.local import CloneView, LocalNode, local_node
-from shadowclone.node.schemas import CONVERTER, Caps, ProgressKind, ProgressLine
+from shadowclone.node.schemas import CONVERTER, Caps, ProgressLine
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,19 +58,7 @@ def ago(when: datetime | None) -> str:
 
 def format_progress(line: ProgressLine) -> str:
     stamp = line.at.astimezone().strftime("%H:%M:%S")
-    text = line.text
-    if line.kind is ProgressKind.QUESTION and line.question is not None:
-        q = line.question
-        text = f"question {q.id}: {q.text} options: " + ", ".join(
-            f"{o} (recommended)" if o == q.recommended else o for o in q.options
-        )
-    elif line.kind is ProgressKind.ANSWER and line.answer is not None:
-        answer = line.answer
-        by = f"{answer.chosen_by} via {answer.via}" if answer.via else f"{answer.chosen_by}"
-        text = f"answer to {answer.question_id}: {answer.choice} (by {by})"
-    elif line.kind is ProgressKind.FINAL:
-        text = f"finished: {line.outcome}" + (f"  {line.pr_url}" if line.pr_url else "")
-    return f"{stamp}  {line.step:<9} {line.kind:<8} {text}"
+    return f"{stamp}  {line.step:<9} {line.kind:<8} {line.words}"
 
 
 def usage_line(view: CloneView) -> str:

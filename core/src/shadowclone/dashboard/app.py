@@ -32,15 +32,17 @@ from shadowclone.dashboard.keys import signed
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.local import CloneView, LocalNode
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import ProgressKind, ProgressLine, Via
+from shadowclone.node.schemas import ProgressLine, Via
 from shadowclone.run.redact import redact_tokens
 
 log = logging.getLogger(__name__)
 
 COOKIE = "shadowclone_session"
 POLL_S = 0.25
-"""How often a live page's stream looks for news."""
-LIST_LIMIT = 200
+"""How often a clone's page looks for news (one run folder's files)."""
+LIST_POLL_S = 0.5
+"""How often the list looks (every active clone and the latest others)."""
+LIST_LIMIT = 50
 PROGRESS_SHOWN = 200
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -221,7 +223,7 @@ class Dashboard:
                 if rows != last:
                     last = rows
                     yield {"event": "clones", "data": json.dumps({"rows": rows})}
-                await asyncio.sleep(POLL_S)
+                await asyncio.sleep(LIST_POLL_S)
 
         return EventSourceResponse(stream(), ping=15)
 
@@ -233,7 +235,7 @@ class Dashboard:
             view = await asyncio.to_thread(self.node.get, clone_id, 1)
         except ShadowcloneError as missing:
             return page("shadowclone", f"<div class='error'>{e(missing)}</div>")
-        folder = self.node.resolve(view.id)
+        folder = RunFolder(self.node.paths.clones_dir / view.id)
         lines, _, offset = await asyncio.to_thread(folder.progress)
         problem = request.query_params.get("error")
         said = request.query_params.get("said")
@@ -308,7 +310,7 @@ class Dashboard:
     async def clone_events(self, request: Request) -> Response:
         clone_id = request.path_params["clone_id"]
         try:
-            folder = self.node.resolve(clone_id)
+            folder = await asyncio.to_thread(self.node.resolve, clone_id)
         except ShadowcloneError as error:
             return PlainTextResponse(str(error), status_code=404)
         try:
@@ -405,17 +407,8 @@ def _progress(folder: RunFolder, offset: int) -> tuple[list[ProgressLine], list[
 
 
 def _line(line: ProgressLine) -> str:
-    text = line.text
-    if line.kind is ProgressKind.QUESTION and line.question is not None:
-        text = f"question {line.question.id}: {line.question.text}"
-    elif line.kind is ProgressKind.ANSWER and line.answer is not None:
-        answer = line.answer
-        via = f" via {answer.via}" if answer.via else ""
-        text = f"answer to {answer.question_id}: {answer.choice} (by {answer.chosen_by}{via})"
-    elif line.final:
-        text = f"finished: {line.outcome}" + (f" {line.pr_url}" if line.pr_url else "")
     stamp = line.at.astimezone().strftime("%H:%M:%S")
-    return f"<li><span class='muted'>{stamp} {e(line.step)}</span> {e(text)}</li>"
+    return f"<li><span class='muted'>{stamp} {e(line.step)}</span> {e(line.words)}</li>"
 
 
 def build_app(node: LocalNode, token: str, origin: str | None = None) -> Any:

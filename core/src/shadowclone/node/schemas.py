@@ -178,6 +178,22 @@ class ProgressLine:
     def final(self) -> bool:
         return self.kind is ProgressKind.FINAL
 
+    @property
+    def words(self) -> str:
+        """The line as the owner reads it (in `get`, `follow` and the dashboard)."""
+        if self.kind is ProgressKind.QUESTION and self.question is not None:
+            q = self.question
+            return f"question {q.id}: {q.text} options: " + ", ".join(
+                f"{o} (recommended)" if o == q.recommended else o for o in q.options
+            )
+        if self.kind is ProgressKind.ANSWER and self.answer is not None:
+            answer = self.answer
+            by = f"{answer.chosen_by} via {answer.via}" if answer.via else f"{answer.chosen_by}"
+            return f"answer to {answer.question_id}: {answer.choice} (by {by})"
+        if self.final:
+            return f"finished: {self.outcome}" + (f"  {self.pr_url}" if self.pr_url else "")
+        return self.text
+
 
 class RunMode(enum.StrEnum):
     CLONE = "clone"
