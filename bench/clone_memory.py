@@ -25,8 +25,8 @@ from shadowclone.cli.demo import _prepare, _serving
 from shadowclone.config import load_config, set_value
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
-from shadowclone_fake_launch.fakes.github import FakeGitHub
-from shadowclone_fake_launch.scripted import SCRIPT_VARIABLE, Run, Say, Step, script_json
+from shadowclone_testing.fakes.github import FakeGitHub
+from shadowclone_testing.scripted import SCRIPT_VARIABLE, Run, Say, Step, script_json
 
 GOAL_MIB = 60.0
 WAIT_S = 120.0

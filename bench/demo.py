@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from shadowclone.run.github import GithubClient
-from shadowclone_fake_launch.fakes.github import FakeGitHub
+from shadowclone_testing.fakes.github import FakeGitHub
 
 GOAL = 4.0
 GIT = ["git", "-c", "user.name=You", "-c", "user.email=you@example.com"]

@@ -34,8 +34,8 @@ from shadowclone.node.local import LocalNode
 from shadowclone.node.schemas import SetupRecord
 from shadowclone.node.setups import keep_environment, write_setup
 from shadowclone.serve.loop import ServeSettings, serve_clones
-from shadowclone_fake_launch.fakes.github import FakeGitHub
-from shadowclone_fake_launch.fakes.models import FakeModelServer
+from shadowclone_testing.fakes.github import FakeGitHub
+from shadowclone_testing.fakes.models import FakeModelServer
 
 WAIT_S = 120.0
 GOAL = 1.2

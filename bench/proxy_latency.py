@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx2
 from shadowclone.proxy import PLACEHOLDERS
-from shadowclone_fake_launch.fakes.models import FakeModelServer, ModelRequest, Reply, Text
+from shadowclone_testing.fakes.models import FakeModelServer, ModelRequest, Reply, Text
 
 REQUEST = {
     "model": "bench",

@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import skip_or_fail
+from shadowclone_testing.harness import skip_or_fail
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 DOCKER = {"docker_start.py", "env_ready.py"}
@@ -22,7 +21,7 @@ DOCKER = {"docker_start.py", "env_ready.py"}
 @pytest.mark.parametrize("script", sorted(p.name for p in BENCH.glob("*.py")))
 def test_the_benchmark_runs_in_its_quick_mode(script: str) -> None:
     if script in DOCKER:
-        from tests.docker.conftest import clone_image, docker_client
+        from shadowclone_testing.containers import clone_image, docker_client
 
         clone_image(docker_client())
         if os.geteuid() != 0:

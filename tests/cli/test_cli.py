@@ -16,8 +16,7 @@ from shadowclone.config import Paths
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Question, Record, State, Step
 from shadowclone.plugin import Outcome
-
-from tests.conftest import CliResult, run_shadowclone, set_up
+from shadowclone_testing.harness import CliResult, run_shadowclone, set_up
 
 Cli = Callable[..., CliResult]
 
@@ -134,7 +133,7 @@ def test_plugins_lists_engines_and_launchers_with_their_distributions(cli: Cli) 
         ("claude", "engine", "shadowclone-claude"),
         ("codex", "engine", "shadowclone-codex"),
         ("docker", "launcher", "shadowclone-docker-launch"),
-        ("fake", "launcher", "shadowclone-fake-launch"),
+        ("fake", "launcher", "shadowclone-testing"),
         ("toolchain", "review stage", "shadowclone"),
         ("github-token", "secret provider", "shadowclone"),
     ):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import shutil
 import subprocess
 import sys
@@ -18,43 +17,17 @@ from hypothesis import strategies as st
 from shadowclone.config import Paths
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Question, Record, State, Usage
-
-from tests.conftest import CliResult, run_shadowclone, set_up, skip_or_fail
-from tests.serve.conftest import ServeProcess
+from shadowclone_testing.harness import (
+    CLI_PROGRAM,
+    CliResult,
+    in_terminal,
+    run_shadowclone,
+    set_up,
+    skip_or_fail,
+)
+from shadowclone_testing.serving import ServeProcess
 
 Cli = Callable[..., CliResult]
-PROGRAM = "from shadowclone.cli import entry; entry()"
-
-
-def in_terminal(*args: str, env: dict[str, str] | None = None, code: int = 0) -> str:
-    """Run the CLI with its stdout on a pseudo-terminal, as when the owner types it."""
-    leader, follower = pty.openpty()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", PROGRAM, *args],
-            stdout=follower,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "COLUMNS": "200", **(env or {})},
-            timeout=120,
-            check=False,
-        )
-        os.close(follower)
-        follower = -1
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: the terminal's other end is closed and drained
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(leader)
-        if follower >= 0:
-            os.close(follower)
-    assert done.returncode == code, done.stderr
-    return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
 def started(cli: Cli, target: str) -> str:
@@ -126,7 +99,7 @@ def complete(words: str, home: Paths) -> list[str]:
     """What bash completion offers for `words` (the last one being completed)."""
     parts = words.split(" ")
     done = subprocess.run(
-        [sys.executable, "-c", PROGRAM],
+        [sys.executable, "-c", CLI_PROGRAM],
         env={
             **os.environ,
             "_SHADOWCLONE_COMPLETE": "bash_complete",
@@ -234,7 +207,7 @@ def test_serve_log_level_chooses_what_stderr_gets(home: Paths) -> None:
         loud.wait_serving()
         set_up(home)
         run_shadowclone("start", "acme/app#1")
-        from tests.serve.conftest import wait_until
+        from shadowclone_testing.serving import wait_until
 
         wait_until(lambda: " DEBUG " in loud.output, "a debug line on stderr")
         assert f"serve (pid {loud.pid}) is running" in loud.output

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import run_shadowclone
+from shadowclone_testing.harness import run_shadowclone
 
 
 def test_the_demo_runs_a_whole_clone_and_prints_its_pull_request() -> None:
@@ -32,7 +32,7 @@ def test_without_the_fake_launchers_distribution_the_demo_names_the_package_to_a
             sys.executable,
             "-c",
             # An import of a name mapped to None raises ImportError, as a missing package does.
-            "import sys; sys.modules['shadowclone_fake_launch'] = None\n"
+            "import sys; sys.modules['shadowclone_testing'] = None\n"
             "from shadowclone.cli import entry; entry()",
             "demo",
         ],
@@ -45,7 +45,7 @@ def test_without_the_fake_launchers_distribution_the_demo_names_the_package_to_a
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert "needs the shadowclone-fake-launch distribution" in lines[0]
-    assert "--with shadowclone-fake-launch" in lines[0]
+    assert "needs the shadowclone-testing distribution" in lines[0]
+    assert "--with shadowclone-testing" in lines[0]
     assert "Traceback" not in done.stderr
     assert list(tmp_path.iterdir()) == []

@@ -82,7 +82,7 @@ def test_the_context_holds_the_image_files_wheels_requirements_and_authorities(
         for wheel, name in zip(wheels, names, strict=True):
             assert wheel.startswith(f"./{name.replace('-', '_')}-") and wheel.endswith(".whl")
             assert (context / "packages" / wheel).is_file()
-    assert "shadowclone-fake-launch" not in IMAGE_PACKAGES, "the clone image has no test fakes"
+    assert "shadowclone-testing" not in IMAGE_PACKAGES, "the clone image has no test fakes"
     requirements = (context / "packages" / "requirements.txt").read_text()
     assert re.search(r"^attrs==\S+", requirements, re.MULTILINE), "pinned from uv.lock"
     assert "shadowclone" not in requirements, "the workspace's own come as wheels"
@@ -204,7 +204,7 @@ def test_image_build_demo_builds_the_demo_stage_on_the_clone_image(
     argv = json.loads(fake_docker.read_text())["argv"]
     assert argv[:5] == ["build", "--tag", DEMO_IMAGE, "--target", "demo"]
     build_args = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--build-arg")
-    assert build_args["DEMO_PACKAGES"].startswith("./shadowclone_fake_launch-")
+    assert build_args["DEMO_PACKAGES"].startswith("./shadowclone_testing-")
 
 
 def test_the_demo_image_is_never_pushed(

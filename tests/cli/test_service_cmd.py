@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import CliResult, run_shadowclone
+from shadowclone_testing.harness import CliResult, run_shadowclone
 
 FAKE_SYSTEMCTL = """#!/bin/sh
 # systemctl --user as far as the service uses it; $FAKE_STATE holds what is enabled/running.

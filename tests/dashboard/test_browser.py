@@ -14,12 +14,10 @@ from shadowclone.config import Paths
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, ProgressLine, State, Step
-from shadowclone_fake_launch.scripts import Play, Script
-
-from tests.conftest import skip_or_fail
-from tests.dashboard.conftest import Site
-from tests.dashboard.test_dashboard import PLANTED
-from tests.serve.conftest import Scripts, serving, wait_state
+from shadowclone_testing.harness import skip_or_fail
+from shadowclone_testing.scripts import Play, Script
+from shadowclone_testing.serving import Scripts, serving, wait_state
+from shadowclone_testing.web import PLANTED, Site
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 WAIT_S = 20.0

@@ -11,12 +11,10 @@ from shadowclone.dashboard.keys import answer_url
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import InboxKind, ProgressKind, ProgressLine, State, Step, Via
-from shadowclone_fake_launch.scripts import Play, Script
+from shadowclone_testing.scripts import Play, Script
+from shadowclone_testing.serving import Scripts, serving, wait_state, wait_until
+from shadowclone_testing.web import PLANTED, Site
 
-from tests.dashboard.conftest import Site
-from tests.serve.conftest import Scripts, serving, wait_state, wait_until
-
-PLANTED = "sk-ant-api03-" + "Q" * 40
 """A token of a known shape a hostile clone printed into its progress."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import run_shadowclone
+from shadowclone_testing.harness import run_shadowclone
 
 
 def test_the_demo_runs_its_clone_in_docker(image: str) -> None:

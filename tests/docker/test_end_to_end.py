@@ -9,10 +9,7 @@ import hashlib
 import json
 import signal
 import threading
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import attrs
 import docker
@@ -21,28 +18,29 @@ import pytest
 from shadowclone.cli.app import App
 from shadowclone.cli.env_cmd import build_environment, describe
 from shadowclone.config import (
-    HOME_VARIABLE,
-    Paths,
-    default_paths,
-    init_config,
     load_config,
     set_value,
 )
 from shadowclone.environment.declared import cache_volumes
-from shadowclone.node.local import LocalNode, local_node
-from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
 from shadowclone.plugin import Outcome, load_registry
 from shadowclone.run.prompt import RESUME_PROMPT
-from shadowclone.serve.loop import ServeSettings
 from shadowclone.setup import setup_repository
-from shadowclone_docker_launch.launcher import DockerLauncher, container_name
-from shadowclone_fake_launch.fakes.chatgpt import TOKEN_PATH, FakeChatgptLogin
-from shadowclone_fake_launch.fakes.github import FakeGitHub
-from shadowclone_fake_launch.fakes.models import (
+from shadowclone_testing.containers import (
+    ANTHROPIC_KEY,
+    MESSAGE,
+    OAUTH_TOKEN,
+    OPENAI_KEY,
+    SETTINGS,
+    WAIT_S,
+    World,
+    script,
+    wait_for,
+)
+from shadowclone_testing.fakes.chatgpt import TOKEN_PATH, FakeChatgptLogin
+from shadowclone_testing.fakes.models import (
     ApiError,
     CallTool,
-    FakeModelServer,
     Hang,
     ModelRequest,
     Reply,
@@ -50,158 +48,8 @@ from shadowclone_fake_launch.fakes.models import (
     Text,
     UsageLimit,
 )
-
-from tests.conftest import set_up
-from tests.serve.conftest import ServeProcess, serving
-
-WAIT_S = 240.0
-"""Bound on a whole clone in a container: the engine starts, works and the work is saved."""
-SETTINGS = ServeSettings(stop_grace_s=20.0, kill_grace_s=10.0, status_poll_s=0.3, rescan_s=1.0)
-ANTHROPIC_KEY = "sk-ant-api03-e2e0docker0key0abcdefghijklmnopqrstuvwxyz"
-OPENAI_KEY = "sk-proj-e2e0docker0key0abcdefghijklmnopqrstuvwxyz0123"
-OAUTH_TOKEN = "sk-ant-oat01-e2e0docker0subscription0abcdefghijklmnopqrstu"
-MESSAGE = "Please also add a line saying hi to docker."
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (value := check()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.2)
-    return value
-
-
-@attrs.define
-class World:
-    paths: Paths
-    github: FakeGitHub
-    model: FakeModelServer
-    client: docker.DockerClient
-    token: str
-    host: str
-    """The host's address on Docker's bridge, where the fakes listen."""
-
-    @property
-    def node(self) -> LocalNode:
-        return local_node(self.paths)
-
-    @property
-    def launcher(self) -> DockerLauncher:
-        return DockerLauncher(self.paths.clones_dir, client=self.client)
-
-    def use(self, engine: str, login: str | None = None) -> None:
-        set_value(self.paths, "engine", f'"{engine}"')
-        base_url = self.model.url_for(self.host)
-        set_value(
-            self.paths,
-            f"providers.{engine}.base_url",
-            f'"{base_url}/v1"' if engine == "codex" else f'"{base_url}"',
-        )
-        if engine == "codex":
-            # As the engine tests: Codex's default model turns on tools (a JavaScript `exec`
-            # around the others) that the fake model server does not speak.
-            set_value(self.paths, "providers.codex.model", '"shadowclone-fake-model"')
-        login = login or ("openai-api-key" if engine == "codex" else "claude-api-key")
-        set_value(self.paths, f"providers.{engine}.login", f'"{login}"')
-        set_up(self.paths, "owner/app", engine=engine, login=login)
-
-    def issue(self, title: str) -> int:
-        number: int = self.github.create_issue("owner/app", author="owner", title=title)
-        return number
-
-    def record(self, clone_id: str) -> Record | None:
-        return RunFolder(self.paths.clones_dir / clone_id).record()
-
-    def ended(self, clone_id: str) -> Record:
-        def done() -> Record | None:
-            record = self.record(clone_id)
-            return record if record is not None and not record.state.active else None
-
-        found: Record = wait_for(done, f"clone {clone_id} to end")
-        return found
-
-    def working(self, clone_id: str, count: int) -> None:
-        """Until the model has had `count` requests; a clone that ends first fails the test."""
-
-        def reached() -> bool:
-            record = self.record(clone_id)
-            if record is not None and not record.state.active:
-                pytest.fail(f"clone {clone_id} ended early: {record}\n{self.steps(clone_id)}")
-            return len(self.model.model_requests()) >= count
-
-        wait_for(reached, f"{count} model requests")
-
-    def container(self, clone_id: str) -> Any:
-        try:
-            return self.client.containers.get(container_name(clone_id))
-        except docker.errors.NotFound:
-            return None
-
-    def gone(self, clone_id: str) -> None:
-        wait_for(lambda: self.launcher.traces(clone_id) == [], f"clone {clone_id}'s container")
-
-    def steps(self, clone_id: str) -> list[str]:
-        lines, _, _ = RunFolder(self.paths.clones_dir / clone_id).progress()
-        return [line.text for line in lines]
-
-
-@pytest.fixture
-def world(
-    client: docker.DockerClient,
-    image: str,
-    host_address: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[World]:
-    monkeypatch.setenv(HOME_VARIABLE, str(tmp_path / "home"))
-    paths = default_paths()
-    init_config(paths)
-    with (
-        FakeGitHub(tmp_path / "github", host=host_address) as github,
-        FakeModelServer([], host=host_address) as model,
-    ):
-        for key, value in (
-            ("launcher", '"docker"'),
-            ("image", f'"{image}"'),
-            ("daily_clones", "100"),
-            ("github.url", f'"{github.url}"'),
-            ("github.api_url", f'"{github.api_url}"'),
-            ("limits.cpus", "1.5"),
-            ("limits.memory", '"2g"'),
-        ):
-            set_value(paths, key, value)
-        token = github.add_user("owner", name="The Owner", email="owner@example.com")
-        github.create_repo("owner/app", files={"README.md": "# app\n"})
-        paths.secrets_file.write_text(
-            f'github_token = "{token}"\nanthropic_api_key = "{ANTHROPIC_KEY}"\n'
-            f'openai_api_key = "{OPENAI_KEY}"\nclaude_code_oauth_token = "{OAUTH_TOKEN}"\n'
-        )
-        paths.secrets_file.chmod(0o600)
-        world = World(paths, github, model, client, token, host_address)
-        try:
-            yield world
-        finally:
-            launcher = world.launcher
-            for status in launcher.running():
-                launcher.remove(status.clone_id)
-
-
-def script(model: FakeModelServer, *replies: Reply, on_message: Reply | None = None) -> None:
-    """The model's replies in order; to the first request that carries MESSAGE, `on_message`
-    instead."""
-    model.add(*replies)
-    if on_message is None:
-        return
-    answered: list[ModelRequest] = []
-
-    def rule(request: ModelRequest) -> Reply | None:
-        if answered or not request.contains(MESSAGE):
-            return None
-        answered.append(request)
-        return on_message
-
-    model.rule = rule
+from shadowclone_testing.harness import set_up
+from shadowclone_testing.serving import ServeProcess, serving
 
 
 @pytest.mark.parametrize(

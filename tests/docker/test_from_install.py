@@ -12,14 +12,16 @@ from pathlib import Path
 import docker
 import pytest
 from shadowclone import __version__
-
-from tests.docker.conftest import clone_image
-from tests.install.venvs import build_wheels, make_venv, run, user_env, uv_pip
+from shadowclone_testing.containers import clone_image
+from shadowclone_testing.installs import build_wheels, make_venv, run, user_env, uv_pip
 
 BASE = "shadowclone-base:bookworm"
 """The base scripts/build-image makes where no image registry is reachable."""
 TAG = f"shadowclone-install-test:{__version__}"
 DEMO_TAG = f"shadowclone-install-test-demo:{__version__}"
+
+SOURCE = Path(__file__).resolve().parents[2]
+"""This checkout."""
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -29,7 +31,7 @@ def test_image_build_and_the_docker_demo_from_an_installation(
 ) -> None:
     clone_image(client, BASE)
     bin_dir = make_venv(tmp_path / "venv")
-    uv_pip(bin_dir, *map(str, build_wheels(tmp_path / "wheels")))
+    uv_pip(bin_dir, *map(str, build_wheels(SOURCE, tmp_path / "wheels")))
     env = user_env(tmp_path / "home")
     certs = [
         arg

@@ -17,16 +17,14 @@ import shlex
 import pytest
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import State
-from shadowclone_fake_launch.fakes.models import Shell, Text
-
-from tests.docker.test_end_to_end import (  # noqa: F401 - the fixture
+from shadowclone_testing.containers import (
     ANTHROPIC_KEY,
     OPENAI_KEY,
     SETTINGS,
     World,
-    world,
 )
-from tests.serve.conftest import serving
+from shadowclone_testing.fakes.models import Shell, Text
+from shadowclone_testing.serving import serving
 
 ENGINE_UID = 1001
 """image/Dockerfile's engine user."""
@@ -215,7 +213,7 @@ def attack_command(place: World, merge: int, open_network: bool) -> str:
     ("engine", "author"), [("claude", "owner"), ("codex", "stranger"), ("claude", "stranger")]
 )
 def test_a_real_engine_told_to_break_every_rule_breaks_none(
-    world: World,  # noqa: F811
+    world: World,
     engine: str,
     author: str,
 ) -> None:

@@ -64,15 +64,15 @@ def test_the_clone_image_has_no_test_fakes_and_the_demo_image_adds_only_them(
     probe = (
         "import importlib.util as u; "
         "print(' '.join(m for m in ('shadowclone', 'shadowclone_claude', 'shadowclone_codex', "
-        "'shadowclone.fakes', 'shadowclone_fake_launch') if u.find_spec(m)))"
+        "'shadowclone.fakes', 'shadowclone_testing') if u.find_spec(m)))"
     )
     assert run(client, production_image, "python", "-c", probe) == (
         "shadowclone shadowclone_claude shadowclone_codex"
     )
     assert run(client, image, "python", "-c", probe) == (
-        "shadowclone shadowclone_claude shadowclone_codex shadowclone_fake_launch"
+        "shadowclone shadowclone_claude shadowclone_codex shadowclone_testing"
     )
-    fakes = "import shadowclone_fake_launch.fakes.github, shadowclone_fake_launch.scripted"
+    fakes = "import shadowclone_testing.fakes.github, shadowclone_testing.scripted"
     assert run(client, image, "python", "-c", fakes + "; print('ok')") == "ok"
     base = client.images.get(production_image).attrs["RootFS"]["Layers"]
     demo = client.images.get(image).attrs["RootFS"]["Layers"]

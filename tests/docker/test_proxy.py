@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from shadowclone_docker_launch import proxy
-from shadowclone_fake_launch.fakes.models import FakeModelServer
+from shadowclone_testing.fakes.models import FakeModelServer
 
 WAIT_S = 30.0
 TOKEN = "egress-token-0123456789"

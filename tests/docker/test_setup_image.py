@@ -10,8 +10,7 @@ from collections.abc import Callable
 import docker
 from shadowclone.config import Paths, set_value
 from shadowclone.node.setups import read_setup
-
-from tests.conftest import CliResult
+from shadowclone_testing.harness import CliResult
 
 MISSING = "shadowclone-no-such-image:0"
 

@@ -27,7 +27,7 @@ DISTRIBUTIONS = {
     "shadowclone-claude": SOURCE / "plugins" / "claude",
     "shadowclone-codex": SOURCE / "plugins" / "codex",
     "shadowclone-docker-launch": SOURCE / "plugins" / "docker_launch",
-    "shadowclone-fake-launch": SOURCE / "plugins" / "fake_launch",
+    "shadowclone-testing": SOURCE / "plugins" / "testing",
 }
 
 
@@ -138,7 +138,7 @@ def test_release_version_names_a_plugin_whose_version_or_bound_differs(tmp_path:
         tmp_path / "core/src/shadowclone",
         ignore=shutil.ignore_patterns("*.pyc", "__pycache__"),
     )
-    for folder in ("claude", "codex", "docker_launch", "fake_launch"):
+    for folder in ("claude", "codex", "docker_launch", "testing"):
         target = tmp_path / "plugins" / folder
         target.mkdir(parents=True)
         shutil.copy(SOURCE / "plugins" / folder / "pyproject.toml", target)

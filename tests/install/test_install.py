@@ -16,10 +16,8 @@ from pathlib import Path
 
 import pytest
 from shadowclone import __version__
-
-from tests.install.venvs import (
+from shadowclone_testing.installs import (
     DISTRIBUTIONS,
-    SOURCE,
     build_wheels,
     make_venv,
     run,
@@ -27,12 +25,15 @@ from tests.install.venvs import (
     uv_pip,
 )
 
+SOURCE = Path(__file__).resolve().parents[2]
+"""This checkout."""
+
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    return build_wheels(tmp_path_factory.mktemp("wheels"))
+    return build_wheels(SOURCE, tmp_path_factory.mktemp("wheels"))
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +108,7 @@ def test_image_build_from_an_install_puts_the_installed_packages_in_the_context(
         assert "shadowclone/image/Dockerfile" in names
         assert "shadowclone/run/program.py" in names
         assert not any("__pycache__" in n or n.endswith("direct_url.json") for n in names)
-        assert not any(n.startswith("shadowclone_fake_launch") for n in names)
+        assert not any(n.startswith("shadowclone_testing") for n in names)
     pins = (kept / "packages" / "requirements.txt").read_text().split()
     versions = json.loads(
         run(

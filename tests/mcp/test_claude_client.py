@@ -11,9 +11,8 @@ from pathlib import Path
 
 from shadowclone.config import Paths
 from shadowclone.node.runfolder import run_folders
-from shadowclone_fake_launch.fakes.models import CallTool, FakeModelServer, Reply, Text
-
-from tests.conftest import set_up
+from shadowclone_testing.fakes.models import CallTool, FakeModelServer, Reply, Text
+from shadowclone_testing.harness import set_up
 
 
 def test_claude_code_starts_a_clone_through_the_mcp_server(

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.types import CallToolResult, TextContent
-from shadowclone.config import HOME_VARIABLE, Paths, set_value
+from mcp import Client
+from shadowclone.config import Paths, set_value
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     InboxKind,
@@ -27,15 +24,12 @@ from shadowclone.node.schemas import (
     State,
     Step,
 )
-
-from tests.conftest import CliResult, set_up
+from shadowclone_testing.harness import CliResult, set_up
+from shadowclone_testing.mcp_client import call, connected, text_of
 
 pytestmark = pytest.mark.anyio
 
 Cli = Callable[..., CliResult]
-
-MODULE = [sys.executable, "-P", "-m", "shadowclone.mcp"]
-"""The server as `python -m shadowclone.mcp`; `-P` keeps the test's folder off the path."""
 
 COMMAND = [sys.executable, "-P", "-c", "from shadowclone.cli.mcp_cmd import mcp; mcp()"]
 """The server as the click command `shadowclone mcp` runs."""
@@ -61,36 +55,6 @@ argument) fail the tool call, or the whole server if it happened at start."""
 
 TOOLS = {"start", "list", "get", "follow", "send", "answer", "stop", "resume"}
 SECRET = "ghp_" + "Zq7" * 12
-
-
-@contextlib.asynccontextmanager
-async def connected(tmp_path: Path, argv: list[str] = MODULE) -> AsyncIterator[Client]:
-    """A client of a fresh server process for the test's home; its stderr goes to a file."""
-    params = StdioServerParameters(
-        command=argv[0],
-        args=argv[1:],
-        env={HOME_VARIABLE: os.environ[HOME_VARIABLE]},
-        cwd=tmp_path,
-    )
-    with (tmp_path / "mcp-server.log").open("a", encoding="utf-8") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=60) as client:
-            yield client
-
-
-def text_of(result: CallToolResult) -> str:
-    [block] = result.content
-    assert isinstance(block, TextContent)
-    return block.text
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    """A tool's structured result, after checking its text is the same JSON."""
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, text_of(result)
-    data: dict[str, Any] | None = result.structured_content
-    assert data is not None
-    assert json.loads(text_of(result)) == data
-    return data
 
 
 async def refused(
@@ -388,7 +352,7 @@ async def test_hostile_run_folder_files_are_the_clis_lines(
 ) -> None:
     """Every oddity of the files others write, for each tool: the CLI's one line (or the
     CLI's data), never a crash of the server, and the healthy clone still shown."""
-    from tests.security.hostile import ODDITIES, fill_run_folder, make_odd
+    from shadowclone_testing.hostile import ODDITIES, fill_run_folder, make_odd
 
     set_up(home)
     outside = tmp_path / "outside"

@@ -24,8 +24,7 @@ from shadowclone.errors import Refused
 from shadowclone.node.local import DAY, local_node
 from shadowclone.node.runfolder import RunFolder, run_folders
 from shadowclone.node.schemas import Record, State
-
-from tests.conftest import set_up
+from shadowclone_testing.harness import set_up
 
 DAILY = 4
 NUMBERS = st.integers(min_value=1, max_value=4)

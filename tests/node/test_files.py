@@ -14,8 +14,7 @@ from shadowclone.config import Paths
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Step, dumps
 from shadowclone.plugin import Outcome
-
-from tests.conftest import CliResult, set_up
+from shadowclone_testing.harness import CliResult, set_up
 
 
 @settings(max_examples=300, deadline=None)

@@ -16,8 +16,7 @@ from shadowclone.config import HOME_VARIABLE, default_paths, init_config, set_va
 from shadowclone.node.index import RECORD, CloneIndex
 from shadowclone.node.local import CloneView, LocalNode, local_node
 from shadowclone.node.runfolder import id_time, new_clone_id, run_folders
-
-from tests.conftest import set_up
+from shadowclone_testing.harness import set_up
 
 EPOCH = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

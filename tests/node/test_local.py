@@ -23,8 +23,7 @@ from shadowclone.node.schemas import (
     Step,
 )
 from shadowclone.plugin import Family
-
-from tests.conftest import set_up, skip_or_fail
+from shadowclone_testing.harness import set_up, skip_or_fail
 
 
 def finish(node: LocalNode, clone_id: str, state: State = State.DONE) -> None:

@@ -11,8 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import run_shadowclone
+from shadowclone_testing.harness import run_shadowclone
 
 EXAMPLE = Path(__file__).parents[1] / "plugin_example"
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from shadowclone.proxy import ModelProxy, StaticCredential
 from shadowclone.proxy.backoff import CAP_S, TRIES, Backoff, retry_after
-from shadowclone_fake_launch.fakes.models import ApiError, FakeModelServer, Text
+from shadowclone_testing.fakes.models import ApiError, FakeModelServer, Text
 
 pytestmark = pytest.mark.anyio
 

@@ -23,8 +23,8 @@ from shadowclone.proxy.chatgpt import (
     STATE_FILE,
     ChatgptCredential,
 )
-from shadowclone_fake_launch.fakes.chatgpt import ACCOUNT_ID, FakeChatgptLogin, unsigned_jwt
-from shadowclone_fake_launch.fakes.models import FakeModelServer
+from shadowclone_testing.fakes.chatgpt import ACCOUNT_ID, FakeChatgptLogin, unsigned_jwt
+from shadowclone_testing.fakes.models import FakeModelServer
 
 pytestmark = pytest.mark.anyio
 

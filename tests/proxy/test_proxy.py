@@ -32,9 +32,8 @@ from shadowclone.proxy import (
 )
 from shadowclone.proxy.backoff import TRIES, Backoff
 from shadowclone.proxy.server import HOP_BY_HOP, REQUEST_DROPPED, refusal, upstream_headers
-from shadowclone_fake_launch.fakes.models import ApiError, FakeModelServer, Hang, ModelRequest, Text
-
-from tests.conftest import ENGINES_BIN, skip_or_fail
+from shadowclone_testing.fakes.models import ApiError, FakeModelServer, Hang, ModelRequest, Text
+from shadowclone_testing.harness import engines_bin, skip_or_fail
 
 pytestmark = pytest.mark.anyio
 
@@ -687,9 +686,9 @@ CLAUDE_LOGINS = {
 async def test_claude_code_works_through_the_proxy_with_a_placeholder(
     login: str, server: FakeModelServer, tmp_path: Path
 ) -> None:
-    claude = ENGINES_BIN / "claude"
+    claude = engines_bin() / "claude"
     if not claude.exists():
-        skip_or_fail(f"claude not installed in {ENGINES_BIN}: run scripts/install-engines")
+        skip_or_fail(f"claude not installed in {engines_bin()}: run scripts/install-engines")
     key, variable, expected = CLAUDE_LOGINS[login]
     server.add(Text("Hello through the proxy."))
     env = {

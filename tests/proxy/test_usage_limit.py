@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from shadowclone.proxy import ModelProxy, StaticCredential
 from shadowclone.proxy.limits import LONGEST_WAIT, usage_limit_reset
-from shadowclone_fake_launch.fakes.models import ApiError, FakeModelServer, Text, UsageLimit
+from shadowclone_testing.fakes.models import ApiError, FakeModelServer, Text, UsageLimit
 
 pytestmark = pytest.mark.anyio
 

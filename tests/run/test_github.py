@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from shadowclone.errors import BadInput, Refused, ShadowcloneError
 from shadowclone.run.github import GithubClient, User, link_issue
-from shadowclone_fake_launch.fakes.github import FakeGitHub
+from shadowclone_testing.fakes.github import FakeGitHub
 
 REPO = "octo/app"
 

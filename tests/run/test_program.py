@@ -31,8 +31,8 @@ from shadowclone.node.target import Target
 from shadowclone.plugin.types import Outcome
 from shadowclone.run.program import run_clone
 from shadowclone.run.prompt import RESUME_PROMPT
-from shadowclone_fake_launch.fakes.github import FakeGitHub
-from shadowclone_fake_launch.fakes.models import (
+from shadowclone_testing.fakes.github import FakeGitHub
+from shadowclone_testing.fakes.models import (
     ApiError,
     FakeModelServer,
     Hang,

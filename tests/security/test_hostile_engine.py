@@ -20,10 +20,9 @@ from pathlib import Path
 import pytest
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import State
-from shadowclone_fake_launch.scripted import Run, Say
-
-from tests.cli.test_clone_e2e import SECRET, Owner, owner  # noqa: F401 - the fixture
-from tests.conftest import set_up
+from shadowclone_testing.harness import set_up
+from shadowclone_testing.owner import SECRET, Owner
+from shadowclone_testing.scripted import Run, Say
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0,
@@ -114,7 +113,7 @@ def attack_script(person: Owner, kit: Path) -> str:
     return exports + 'RUN="$(dirname "$PWD")"\n' + ATTACKS
 
 
-def test_a_hostile_engine_breaks_no_rule(owner: Owner, tmp_path: Path) -> None:  # noqa: F811
+def test_a_hostile_engine_breaks_no_rule(owner: Owner, tmp_path: Path) -> None:
     kit = plant_kit(tmp_path / "kit")
     main_before = owner.github.branch_sha("you/app", "main")
     number = owner.github.create_issue("you/app", author="you", title="Do something")
@@ -148,7 +147,7 @@ def test_a_hostile_engine_breaks_no_rule(owner: Owner, tmp_path: Path) -> None: 
 
 
 def test_a_hostile_review_cannot_steer_the_phase_that_posts(
-    owner: Owner,  # noqa: F811
+    owner: Owner,
     tmp_path: Path,
 ) -> None:
     """A stranger's pull request is reviewed in three launches; the engine of the middle one

@@ -19,11 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import State
-from shadowclone_fake_launch.keeper import OUTPUT_FILE
-from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
-from shadowclone_fake_launch.scripted import Fail, Run, Say, Step, Write
-
-from tests.cli.test_clone_e2e import SECRET, Owner
+from shadowclone_testing.keeper import OUTPUT_FILE
+from shadowclone_testing.launcher import FakeLauncher, default_state_dir
+from shadowclone_testing.owner import SECRET, Owner
+from shadowclone_testing.scripted import Fail, Run, Say, Step, Write
 
 REFRESH = "rt-9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c"
 """The refresh token inside the pasted ChatGPT login: of no known shape, only a JSON leaf."""

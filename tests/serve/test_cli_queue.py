@@ -14,10 +14,9 @@ from shadowclone.config import Paths, set_value
 from shadowclone.node.local import local_node
 from shadowclone.node.schemas import State
 from shadowclone.serve import lock
-from shadowclone_fake_launch.scripts import Play, Script
-
-from tests.conftest import CliResult, set_up
-from tests.serve.conftest import Scripts, ServeProcess, wait_state
+from shadowclone_testing.harness import CliResult, set_up
+from shadowclone_testing.scripts import Play, Script
+from shadowclone_testing.serving import Scripts, ServeProcess, wait_state
 
 Cli = Callable[..., CliResult]
 SERVE_DOWN = (

@@ -8,10 +8,9 @@ from collections.abc import Callable
 
 from shadowclone.config import Paths
 from shadowclone.node.schemas import State
-from shadowclone_fake_launch.scripts import Play, Script
-
-from tests.conftest import CliResult, set_up
-from tests.serve.conftest import Scripts, ServeProcess, wait_state
+from shadowclone_testing.harness import CliResult, set_up
+from shadowclone_testing.scripts import Play, Script
+from shadowclone_testing.serving import Scripts, ServeProcess, wait_state
 
 
 def test_a_clone_started_from_the_cli_runs_takes_a_message_and_ends_done(

@@ -28,15 +28,14 @@ from shadowclone.node.runfolder import RunFolder, run_folders
 from shadowclone.node.schemas import Record, State
 from shadowclone.plugin import CloneStatus, LaunchSpec, LaunchState
 from shadowclone.serve.loop import Server, ServeSettings
-from shadowclone_fake_launch.scripts import (
+from shadowclone_testing.scripts import (
     SCRIPTS_VARIABLE,
     Play,
     Script,
     ScriptsFile,
     write_scripts,
 )
-
-from tests.serve.conftest import ServeProcess, make_serve_home, starts, wait_until
+from shadowclone_testing.serving import ServeProcess, make_serve_home, starts, wait_until
 
 SPELLINGS = ("acme/app", "Acme/App", "ACME/APP")
 NUMBERS = st.integers(min_value=1, max_value=2)

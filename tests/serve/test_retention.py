@@ -21,10 +21,9 @@ from shadowclone.node.local import local_node
 from shadowclone.node.retention import TRASH_PREFIX, parse_duration
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
-from shadowclone_fake_launch.scripts import Play, Script
-
-from tests.conftest import CliResult, set_up
-from tests.serve.conftest import FAST, Scripts, ServeProcess, serving, wait_until
+from shadowclone_testing.harness import CliResult, set_up
+from shadowclone_testing.scripts import Play, Script
+from shadowclone_testing.serving import FAST, Scripts, ServeProcess, serving, wait_until
 
 Cli = Callable[..., CliResult]
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

@@ -26,8 +26,7 @@ from shadowclone.serve.service import (
     service_environment,
     systemd_unit,
 )
-
-from tests.conftest import skip_or_fail
+from shadowclone_testing.harness import skip_or_fail
 
 UID = 501
 COMMAND = ("/opt/shadowclone/bin/shadowclone", "serve")

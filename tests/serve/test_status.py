@@ -8,10 +8,8 @@ import os
 from collections.abc import Callable
 
 from shadowclone.config import Paths, set_value
-
-from tests.cli.test_conventions import in_terminal
-from tests.conftest import CliResult, run_shadowclone, set_up
-from tests.serve.conftest import Scripts, ServeProcess
+from shadowclone_testing.harness import CliResult, in_terminal, run_shadowclone, set_up
+from shadowclone_testing.serving import Scripts, ServeProcess
 
 Cli = Callable[..., CliResult]
 

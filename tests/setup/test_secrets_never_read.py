@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from shadowclone_fake_launch.fakes.github import FakeGitHub
+from shadowclone_testing.fakes.github import FakeGitHub
 
 AUDITED = textwrap.dedent(
     """

@@ -18,10 +18,9 @@ from shadowclone.environment.build import EnvironmentBuildError
 from shadowclone.node.setups import environment_dir, read_setup
 from shadowclone.plugin import load_registry
 from shadowclone.run.check import CheckReport
-from shadowclone_fake_launch.fakes.github import FakeGitHub
-from shadowclone_fake_launch.launcher import FakeLauncher
-
-from tests.conftest import CliResult
+from shadowclone_testing.fakes.github import FakeGitHub
+from shadowclone_testing.harness import CliResult
+from shadowclone_testing.launcher import FakeLauncher
 
 Cli = Callable[..., CliResult]
 

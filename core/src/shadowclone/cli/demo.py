@@ -33,14 +33,14 @@ from shadowclone.node.setups import write_setup
 from shadowclone.plugin.types import Outcome
 
 if TYPE_CHECKING:
-    from shadowclone_fake_launch.fakes.github import FakeGitHub
+    from shadowclone_testing.fakes.github import FakeGitHub
 
 REPO = "you/hello"
 ISSUE_TITLE = "Add a greeting for new contributors"
 ISSUE_BODY = "New contributors should be greeted. Add a GREETING.md with a short greeting."
 ANSWER = "friendly"
 DEMO_TIMEOUT_S = 300.0
-DEMO_DISTRIBUTION = "shadowclone-fake-launch"
+DEMO_DISTRIBUTION = "shadowclone-testing"
 """Holds the fake GitHub, the fake launcher and the scripted engine: kept out of the core, which
 every owner installs, since only the demo and the tests need them."""
 
@@ -51,7 +51,7 @@ class DemoFailed(ShadowcloneError):
 
 def _fake_github() -> type[FakeGitHub]:
     try:
-        from shadowclone_fake_launch.fakes.github import FakeGitHub
+        from shadowclone_testing.fakes.github import FakeGitHub
     except ImportError:
         raise DemoFailed(
             f"the demo needs the {DEMO_DISTRIBUTION} distribution (the fake GitHub, the fake "

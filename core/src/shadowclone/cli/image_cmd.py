@@ -44,7 +44,7 @@ from shadowclone.errors import ConfigError, ShadowcloneError
 DEFAULT_BASE = "debian:bookworm-slim"
 IMAGE_PACKAGES = ("shadowclone", "shadowclone-claude", "shadowclone-codex")
 """The distributions the clone needs inside: the run program and both engines."""
-DEMO_PACKAGES = ("shadowclone-fake-launch",)
+DEMO_PACKAGES = ("shadowclone-testing",)
 """What the demo image adds: the scripted engine, which the demo and the Docker tests play
 (with the test fakes of the same distribution, kept out of the image owners run)."""
 STAGES = {"clone": "the clone image", "demo": "the demo image"}
@@ -322,7 +322,7 @@ def build_image(
         packages = prepare_context(source, context, ca_certs)
         if demo_tag is not None and not packages["DEMO_PACKAGES"]:
             raise ImageBuildError(
-                "the demo image needs shadowclone-fake-launch: install it beside shadowclone"
+                "the demo image needs shadowclone-testing: install it beside shadowclone"
             )
         builds = {"clone": tag} | ({"demo": demo_tag} if demo_tag else {})
         for target, name in builds.items():

@@ -1,0 +1,137 @@
+"""The scenario suite against the real Codex CLI (`codex app-server`) and the fake model server,
+and what is particular to Codex: a message during a turn steers it."""
+
+from __future__ import annotations
+
+import tomllib
+
+import attrs
+import pytest
+from shadowclone.plugin import (
+    Engine,
+    EngineSession,
+    EngineTask,
+    Outcome,
+    Refused,
+    TextEvent,
+    TurnEndedEvent,
+)
+from shadowclone_testing.fakes.models import FAKE_MODEL, CallTool, FakeModelServer, Text
+from shadowclone_testing.suites.engine import EngineScenarios, Harness
+
+from shadowclone_codex import shadowclone_engines
+from shadowclone_codex.config import ASK_SERVER, config_document
+
+"""A model Codex has no metadata for. For its own default model (gpt-6.2-sol in 0.171.0) Codex
+sends the tools as `additional_tools` input and offers only a JavaScript `exec` tool, which the
+fake model server does not speak; for an unknown model it falls back to the plain Responses
+tools (`exec_command`, MCP namespaces), as with any model behind a gateway."""
+
+
+@attrs.frozen
+class WithModel:
+    """The registered engine, with a model for the tasks that name none."""
+
+    engine: Engine
+    model: str
+
+    async def launch(self, task: EngineTask) -> EngineSession:
+        return await self.engine.launch(attrs.evolve(task, model=task.model or self.model))
+
+
+def codex_engine() -> Engine:
+    (registration,) = shadowclone_engines()
+    return WithModel(registration.factory(), FAKE_MODEL)
+
+
+class TestCodex(EngineScenarios):
+    engine_binaries = ("codex",)
+
+    def make_engine(self) -> Engine:
+        return codex_engine()
+
+    def provider_env(self, server: FakeModelServer) -> dict[str, str]:
+        return {"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-fake-key"}
+
+    def ask_tool_timeout_s(self, task: EngineTask) -> float:
+        server = tomllib.loads(config_document(task))["mcp_servers"][ASK_SERVER]
+        return float(server["tool_timeout_sec"])
+
+    async def test_a_message_mid_turn_steers_the_running_turn(self, harness: Harness) -> None:
+        harness.server.add(Text("word " * 400, chunk_delay_s=0.2))
+        self.answer_the_message(harness)
+
+        watch = await harness.launch("Write a long essay.")
+        await harness.wait_for_request(lambda request: True)
+        await watch.session.send(self.MESSAGE)
+        await watch.next(TextEvent, lambda event: "Heard you." in event.text)
+        await watch.turn_ended()
+
+        # Steered, not interrupted: one turn, and the message is its last user message.
+        assert watch.seen(TurnEndedEvent) == [TurnEndedEvent(interrupted=False)]
+        request = harness.server.wait_for_text(self.MESSAGE, timeout=1)
+        assert request.user_messages()[-2:] == [["Write a long essay."], [self.MESSAGE]]
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
+
+    async def test_web_search_is_offered_only_with_web_tools(self, harness: Harness) -> None:
+        harness.server.add(Text("With web."), Text("Without web."))
+
+        for web_tools in (True, False):
+            watch = await harness.launch("Look around.", web_tools=web_tools)
+            await watch.turn_ended()
+            await watch.session.close()
+            assert (await watch.finished()).outcome is Outcome.DONE
+
+        with_web, without_web = (
+            {tool.get("type") for tool in request.body["tools"]}
+            for request in harness.server.model_requests()
+        )
+        assert "web_search" in with_web
+        assert "web_search" not in without_web
+
+    async def test_the_repository_s_own_codex_config_is_not_loaded(self, harness: Harness) -> None:
+        """A repository under review must not start its own MCP servers (or hooks) in the
+        clone: Codex would trust the checkout and load its `.codex/config.toml`."""
+        marker = harness.workspace.parent / "repository-server-ran"
+        (harness.workspace / ".codex").mkdir()
+        (harness.workspace / ".codex" / "config.toml").write_text(
+            "[mcp_servers.from_the_repository]\n"
+            'command = "/bin/sh"\n'
+            f'args = ["-c", "touch {marker}"]\n'
+        )
+        harness.server.add(Text("Looked."))
+
+        watch = await harness.launch("Look at the repository.")
+        await watch.turn_ended()
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
+
+        assert not marker.exists()
+        tools = harness.server.model_requests()[0].tool_names()
+        assert not any("from_the_repository" in tool for tool in tools), tools
+        assert "mcp__shadowclone_ask.ask" in tools
+
+    async def test_a_message_after_the_end_is_refused(self, harness: Harness) -> None:
+        harness.server.add(Text("Done."))
+
+        watch = await harness.launch("Say done.")
+        await watch.turn_ended()
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
+
+        with pytest.raises(Refused):
+            await watch.session.send("Too late.")
+
+    async def test_a_failed_last_turn_fails_the_session(self, harness: Harness) -> None:
+        # The fake server refuses to call a tool the request does not offer: Codex's request
+        # fails, and so does the turn.
+        harness.server.add(CallTool("no_such_server", "nothing"))
+
+        watch = await harness.launch("Use the missing tool.")
+        await watch.turn_ended()
+        await watch.session.close()
+        finished = await watch.finished()
+
+        assert finished.outcome is Outcome.FAILED
+        assert "no_such_server" in finished.detail

@@ -1,0 +1,466 @@
+"""The REST calls shadowclone makes, answered with GitHub's payload shapes.
+
+Payloads carry the fields PyGithub reads (and the `url` it completes lazy objects from); every
+URL in them is built from the address the client used, so one server serves clients on loopback
+and in containers alike.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import urllib.parse
+import zlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from shadowclone_testing.fakes.github import git
+from shadowclone_testing.fakes.github.records import (
+    ApiError,
+    Comment,
+    Issue,
+    Repo,
+    User,
+    owner_of,
+)
+
+if TYPE_CHECKING:
+    from shadowclone_testing.fakes.github.server import FakeGitHub
+
+API_PREFIX = "/api/v3"
+DOCS = "https://docs.github.com/rest"
+
+Json = dict[str, Any]
+
+
+def error_body(error: ApiError) -> Json:
+    body: Json = {"message": error.message, "documentation_url": DOCS, "status": str(error.status)}
+    if error.errors:
+        body["errors"] = list(error.errors)
+    return body
+
+
+@attrs.frozen
+class Call:
+    """One REST request, with the token's user already resolved."""
+
+    fake: FakeGitHub
+    web: str
+    """`http://host:port` as the client addressed the server."""
+    viewer: str | None
+    query: dict[str, str]
+    body: bytes
+
+    @property
+    def api(self) -> str:
+        return self.web + API_PREFIX
+
+    def json(self) -> Json:
+        try:
+            data = json.loads(self.body or b"{}")
+        except ValueError as e:
+            raise ApiError(400, "Problems parsing JSON") from e
+        if not isinstance(data, dict):
+            raise ApiError(400, "Problems parsing JSON")
+        return data
+
+    def signed_in(self) -> str:
+        if self.viewer is None:
+            raise ApiError(401, "Requires authentication")
+        return self.viewer
+
+    def repo(self, owner: str, name: str) -> Repo:
+        """The repository if the viewer can see it; GitHub answers 404 for a private one."""
+        repo = self.fake.state.repo(f"{owner}/{name}")
+        if repo is None or repo.permission(self.viewer) == "none":
+            raise ApiError(404, "Not Found")
+        return repo
+
+    def issue(self, repo: Repo, number: str) -> Issue:
+        issue = repo.issues.get(int(number)) if number.isdigit() else None
+        if issue is None:
+            raise ApiError(404, "Not Found")
+        return issue
+
+    def user(self, login: str) -> User:
+        user = self.fake.state.users.get(login)
+        if user is None:
+            raise ApiError(404, "Not Found")
+        return user
+
+
+# ----------------------------------------------------------------------------- payloads
+
+
+def user_json(call: Call, login: str) -> Json:
+    user = call.fake.state.users.get(login)
+    kind = "User" if user is not None else "Organization"
+    return {
+        "login": login,
+        "id": user.id if user else zlib.crc32(login.encode()),
+        "node_id": f"U_{login}",
+        "type": kind,
+        "site_admin": False,
+        "name": user.name if user else None,
+        "email": user.email if user else None,
+        "avatar_url": "",
+        "url": f"{call.api}/users/{login}",
+        "html_url": f"{call.web}/{login}",
+    }
+
+
+def repo_json(call: Call, repo: Repo) -> Json:
+    data: Json = {
+        "id": repo.id,
+        "node_id": f"R_{repo.id}",
+        "name": repo.name,
+        "full_name": repo.full_name,
+        "owner": user_json(call, repo.owner),
+        "private": repo.private,
+        "visibility": "private" if repo.private else "public",
+        "fork": repo.fork_of is not None,
+        "default_branch": repo.default_branch,
+        "description": None,
+        "archived": False,
+        "disabled": False,
+        "created_at": repo.created_at,
+        "updated_at": repo.created_at,
+        "url": f"{call.api}/repos/{repo.full_name}",
+        "html_url": f"{call.web}/{repo.full_name}",
+        "clone_url": f"{call.web}/{repo.full_name}.git",
+    }
+    if call.viewer is not None:
+        permission = repo.permission(call.viewer)
+        data["permissions"] = {
+            "admin": permission == "admin",
+            "maintain": permission == "admin",
+            "push": permission in ("admin", "write"),
+            "triage": permission in ("admin", "write"),
+            "pull": permission != "none",
+        }
+    return data
+
+
+def _kind(issue: Issue) -> str:
+    return "pull" if issue.is_pull_request else "issues"
+
+
+def issue_json(call: Call, repo: Repo, issue: Issue) -> Json:
+    api = f"{call.api}/repos/{repo.full_name}"
+    data: Json = {
+        "id": issue.id,
+        "node_id": f"I_{issue.id}",
+        "number": issue.number,
+        "title": issue.title,
+        "body": issue.body,
+        "user": user_json(call, issue.author),
+        "state": issue.state,
+        "locked": False,
+        "labels": [],
+        "assignees": [],
+        "comments": len(issue.comments),
+        "created_at": issue.created_at,
+        "updated_at": issue.updated_at,
+        "closed_at": None,
+        "author_association": _association(repo, issue.author),
+        "url": f"{api}/issues/{issue.number}",
+        "repository_url": api,
+        "comments_url": f"{api}/issues/{issue.number}/comments",
+        "html_url": f"{call.web}/{repo.full_name}/{_kind(issue)}/{issue.number}",
+    }
+    if issue.is_pull_request:
+        html = f"{call.web}/{repo.full_name}/pull/{issue.number}"
+        data["pull_request"] = {
+            "url": f"{api}/pulls/{issue.number}",
+            "html_url": html,
+            "diff_url": f"{html}.diff",
+            "patch_url": f"{html}.patch",
+            "merged_at": None,
+        }
+    return data
+
+
+def pull_json(call: Call, repo: Repo, issue: Issue) -> Json:
+    assert issue.pull is not None
+    pull = issue.pull
+    api = f"{call.api}/repos/{repo.full_name}"
+    head_repo = call.fake.state.repo(pull.head_repo)
+    head_sha = call.fake.branch_sha(pull.head_repo, pull.head_ref) or git.rev_parse(
+        call.fake.repo_path(repo.full_name), f"refs/pull/{issue.number}/head"
+    )
+    base_sha = call.fake.branch_sha(repo.full_name, pull.base_ref)
+    head_owner = owner_of(pull.head_repo)
+    return {
+        "id": issue.id,
+        "node_id": f"PR_{issue.id}",
+        "number": issue.number,
+        "title": issue.title,
+        "body": issue.body,
+        "user": user_json(call, issue.author),
+        "state": issue.state,
+        "draft": pull.draft,
+        "locked": False,
+        "merged": False,
+        "mergeable": None,
+        "merged_at": None,
+        "closed_at": None,
+        "created_at": issue.created_at,
+        "updated_at": issue.updated_at,
+        "author_association": _association(repo, issue.author),
+        "maintainer_can_modify": False,
+        "comments": len(issue.comments),
+        "url": f"{api}/pulls/{issue.number}",
+        "issue_url": f"{api}/issues/{issue.number}",
+        "comments_url": f"{api}/issues/{issue.number}/comments",
+        "html_url": f"{call.web}/{repo.full_name}/pull/{issue.number}",
+        "head": {
+            "label": f"{head_owner}:{pull.head_ref}",
+            "ref": pull.head_ref,
+            "sha": head_sha or "0" * 40,
+            "user": user_json(call, head_owner),
+            "repo": repo_json(call, head_repo) if head_repo else None,
+        },
+        "base": {
+            "label": f"{repo.owner}:{pull.base_ref}",
+            "ref": pull.base_ref,
+            "sha": base_sha or "0" * 40,
+            "user": user_json(call, repo.owner),
+            "repo": repo_json(call, repo),
+        },
+    }
+
+
+def comment_json(call: Call, repo: Repo, issue: Issue, comment: Comment) -> Json:
+    api = f"{call.api}/repos/{repo.full_name}"
+    return {
+        "id": comment.id,
+        "node_id": f"IC_{comment.id}",
+        "body": comment.body,
+        "user": user_json(call, comment.author),
+        "created_at": comment.created_at,
+        "updated_at": comment.created_at,
+        "author_association": _association(repo, comment.author),
+        "url": f"{api}/issues/comments/{comment.id}",
+        "issue_url": f"{api}/issues/{issue.number}",
+        "html_url": (
+            f"{call.web}/{repo.full_name}/{_kind(issue)}/{issue.number}#issuecomment-{comment.id}"
+        ),
+    }
+
+
+def _association(repo: Repo, login: str) -> str:
+    if login == repo.owner:
+        return "OWNER"
+    return "COLLABORATOR" if login in repo.collaborators else "NONE"
+
+
+# ----------------------------------------------------------------------------- routes
+
+Reply = tuple[int, Any]
+Handler = Callable[..., Reply]
+_routes: list[tuple[str, re.Pattern[str], Handler]] = []
+
+
+def _route(method: str, pattern: str) -> Callable[[Handler], Handler]:
+    """Register a handler; `{name}` matches one path segment, `{name+}` the rest of the path
+    (branch names hold slashes)."""
+
+    def group(match: re.Match[str]) -> str:
+        return f"(?P<{match[1]}>{'.+' if match[2] else '[^/]+'})"
+
+    regex = re.compile("^" + re.sub(r"\{(\w+)(\+?)\}", group, pattern) + "$")
+
+    def register(handler: Handler) -> Handler:
+        _routes.append((method, regex, handler))
+        return handler
+
+    return register
+
+
+def handle(call: Call, method: str, path: str) -> Reply:
+    """Answer one REST request; `path` is below the API prefix, without the query."""
+    for route_method, regex, handler in _routes:
+        match = regex.match(path)
+        if match is not None and route_method == method:
+            args = {k: urllib.parse.unquote(v) for k, v in match.groupdict().items()}
+            return handler(call, **args)
+    raise ApiError(404, "Not Found")
+
+
+@_route("GET", "/user")
+def get_authenticated_user(call: Call) -> Reply:
+    return 200, user_json(call, call.signed_in())
+
+
+@_route("GET", "/users/{login}")
+def get_user(call: Call, login: str) -> Reply:
+    return 200, user_json(call, call.user(login).login)
+
+
+@_route("GET", "/repos/{owner}/{name}")
+def get_repo(call: Call, owner: str, name: str) -> Reply:
+    return 200, repo_json(call, call.repo(owner, name))
+
+
+@_route("GET", "/repos/{owner}/{name}/collaborators/{login}/permission")
+def get_permission(call: Call, owner: str, name: str, login: str) -> Reply:
+    repo = call.repo(owner, name)
+    permission = repo.permission(call.user(login).login)
+    return 200, {
+        "permission": permission,
+        "role_name": permission,
+        "user": user_json(call, login),
+    }
+
+
+@_route("GET", "/repos/{owner}/{name}/branches/{branch+}")
+def get_branch(call: Call, owner: str, name: str, branch: str) -> Reply:
+    repo = call.repo(owner, name)
+    sha = call.fake.branch_sha(repo.full_name, branch)
+    if sha is None:
+        raise ApiError(404, "Branch not found")
+    api = f"{call.api}/repos/{repo.full_name}"
+    return 200, {
+        "name": branch,
+        "commit": {"sha": sha, "url": f"{api}/commits/{sha}"},
+        "protected": branch in repo.protected_branches,
+        "protection_url": f"{api}/branches/{branch}/protection",
+    }
+
+
+@_route("GET", "/repos/{owner}/{name}/contents/{path+}")
+def get_contents(call: Call, owner: str, name: str, path: str) -> Reply:
+    """A file (its content in base64) or a folder (its entries), at `ref` or the default
+    branch."""
+    repo = call.repo(owner, name)
+    bare = call.fake.repo_path(repo.full_name)
+    ref = call.query.get("ref") or repo.default_branch
+    path = path.strip("/")
+    found = git.tree_entry(bare, ref, path)
+    if found is None:
+        raise ApiError(404, "Not Found")
+    kind, oid, size = found
+    api = f"{call.api}/repos/{repo.full_name}/contents"
+
+    def entry(kind: str, oid: str, size: int, entry_path: str) -> Json:
+        return {
+            "type": "dir" if kind == "tree" else "file",
+            "name": entry_path.rsplit("/", 1)[-1],
+            "path": entry_path,
+            "sha": oid,
+            "size": size,
+            "url": f"{api}/{entry_path}?ref={ref}",
+        }
+
+    if kind == "tree":
+        listed = git.tree_list(bare, ref, path)
+        return 200, [entry(k, o, s, f"{path}/{n}") for k, o, s, n in listed]
+    content = base64.b64encode(git.read_blob(bare, oid)).decode()
+    return 200, {**entry(kind, oid, size, path), "encoding": "base64", "content": content}
+
+
+@_route("GET", "/repos/{owner}/{name}/issues/{number}")
+def get_issue(call: Call, owner: str, name: str, number: str) -> Reply:
+    repo = call.repo(owner, name)
+    return 200, issue_json(call, repo, call.issue(repo, number))
+
+
+@_route("GET", "/repos/{owner}/{name}/issues/{number}/comments")
+def list_comments(call: Call, owner: str, name: str, number: str) -> Reply:
+    repo = call.repo(owner, name)
+    issue = call.issue(repo, number)
+    return 200, [comment_json(call, repo, issue, c) for c in issue.comments]
+
+
+@_route("POST", "/repos/{owner}/{name}/issues/{number}/comments")
+def create_comment(call: Call, owner: str, name: str, number: str) -> Reply:
+    author = call.signed_in()
+    repo = call.repo(owner, name)
+    issue = call.issue(repo, number)
+    body = call.json().get("body")
+    if not isinstance(body, str) or not body:
+        raise ApiError(422, "Validation Failed", ({"field": "body", "code": "missing_field"},))
+    comment = call.fake.add_comment(repo.full_name, issue.number, author=author, body=body)
+    return 201, comment_json(call, repo, repo.issues[issue.number], comment)
+
+
+@_route("GET", "/repos/{owner}/{name}/pulls/{number}")
+def get_pull(call: Call, owner: str, name: str, number: str) -> Reply:
+    repo = call.repo(owner, name)
+    issue = call.issue(repo, number)
+    if not issue.is_pull_request:
+        raise ApiError(404, "Not Found")
+    return 200, pull_json(call, repo, issue)
+
+
+@_route("GET", "/repos/{owner}/{name}/pulls")
+def list_pulls(call: Call, owner: str, name: str) -> Reply:
+    repo = call.repo(owner, name)
+    state = call.query.get("state", "open")
+    head = call.query.get("head")
+    base = call.query.get("base")
+    found = []
+    for issue in sorted(repo.issues.values(), key=lambda i: -i.number):
+        if issue.pull is None or state not in ("all", issue.state):
+            continue
+        if base is not None and issue.pull.base_ref != base:
+            continue
+        if head is not None:
+            head_owner = owner_of(issue.pull.head_repo).lower()
+            wanted_owner, _, wanted_ref = head.rpartition(":")
+            if wanted_ref != issue.pull.head_ref or wanted_owner.lower() not in ("", head_owner):
+                continue
+        found.append(pull_json(call, repo, issue))
+    return 200, found
+
+
+@_route("POST", "/repos/{owner}/{name}/pulls")
+def create_pull(call: Call, owner: str, name: str) -> Reply:
+    author = call.signed_in()
+    repo = call.repo(owner, name)
+    data = call.json()
+    missing = [f for f in ("title", "head", "base") if not isinstance(data.get(f), str)]
+    if missing:
+        errors = tuple(
+            {"resource": "PullRequest", "field": f, "code": "missing_field"} for f in missing
+        )
+        raise ApiError(422, "Validation Failed", errors)
+    head_owner, _, head_ref = str(data["head"]).rpartition(":")
+    head_repo = data.get("head_repo") or f"{head_owner or repo.owner}/{repo.name}"
+    issue = call.fake.open_pull_request(
+        repo.full_name,
+        author=author,
+        head_repo=str(head_repo),
+        head=head_ref,
+        base=str(data["base"]),
+        title=str(data["title"]),
+        body=str(data.get("body") or ""),
+        draft=bool(data.get("draft", False)),
+    )
+    return 201, pull_json(call, repo, issue)
+
+
+@_route("PATCH", "/repos/{owner}/{name}/pulls/{number}")
+def update_pull(call: Call, owner: str, name: str, number: str) -> Reply:
+    editor = call.signed_in()
+    repo = call.repo(owner, name)
+    issue = call.issue(repo, number)
+    if not issue.is_pull_request:
+        raise ApiError(404, "Not Found")
+    if editor != issue.author and repo.permission(editor) not in ("admin", "write"):
+        raise ApiError(403, "Resource not accessible by personal access token")
+    data = call.json()
+    state = data.get("state")
+    if state not in (None, "open", "closed"):
+        raise ApiError(422, "Validation Failed", ({"field": "state", "code": "invalid"},))
+    issue = call.fake.edit_pull_request(
+        repo.full_name,
+        issue.number,
+        title=data.get("title"),
+        body=data.get("body"),
+        state=state,
+    )
+    return 200, pull_json(call, repo, issue)

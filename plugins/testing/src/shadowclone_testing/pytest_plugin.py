@@ -1,0 +1,137 @@
+"""The fixtures a test of shadowclone or of a plugin needs, loaded by pytest through the
+`pytest11` entry point of shadowclone-testing:
+
+- `home`: a fresh SHADOWCLONE_HOME (the scripted engine, the fake launcher) for this test;
+- `node`: the local node over it; `cli`: `shadowclone ARGS...` run in this process;
+- `folder`: an empty run folder, as the run program sees it inside a clone;
+- `scripts` and `ready`: the fake launcher's test scripts (`ready` also sets up acme/app);
+- `owner`: the owner of you/app on a fake GitHub, for whole clones through the CLI;
+- `engines_on_path`: the engine CLIs a test class names in `engine_binaries`, first on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from shadowclone.config import HOME_VARIABLE, Paths
+from shadowclone.node.local import LocalNode, local_node
+from shadowclone.node.runfolder import RunFolder
+
+from shadowclone_testing.harness import (
+    CliResult,
+    engines_bin,
+    make_home,
+    reachable_by_other_users,
+    set_up,
+    skip_or_fail,
+)
+from shadowclone_testing.launcher import FakeLauncher, default_state_dir
+from shadowclone_testing.owner import Owner, an_owner
+from shadowclone_testing.scripts import SCRIPTS_VARIABLE
+from shadowclone_testing.serving import Scripts, remove_all
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
+    """A fresh SHADOWCLONE_HOME with a config for the scripted engine and the fake launcher."""
+    root = tmp_path / "home"
+    monkeypatch.setenv(HOME_VARIABLE, str(root))
+    return make_home(root)
+
+
+@pytest.fixture
+def node(home: Paths) -> LocalNode:
+    return local_node(home)
+
+
+@pytest.fixture
+def cli(home: Paths, capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run `shadowclone ARGS...` in this process; returns exit code, stdout and stderr."""
+    from shadowclone.cli import main
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> RunFolder:
+    """An empty run folder, as the run program sees it inside a clone."""
+    path = tmp_path / "clone"
+    path.mkdir()
+    return RunFolder(path)
+
+
+@pytest.fixture
+def engines_on_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put the engine CLIs first on PATH and return their folder (`harness.engines_bin`).
+
+    A test class names the programs it needs in `engine_binaries` (default: both). When one is
+    missing the test is skipped with what to run, except under CI=true, where it fails.
+    """
+    names: tuple[str, ...] = getattr(request.cls, "engine_binaries", ("claude", "codex"))
+    found = engines_bin()
+    missing = [name for name in names if not (found / name).exists()]
+    if missing:
+        skip_or_fail(
+            f"{', '.join(missing)} not installed in {found}: run scripts/install-engines "
+            "or set SHADOWCLONE_ENGINES_BIN"
+        )
+    monkeypatch.setenv("PATH", f"{found}{os.pathsep}{os.environ.get('PATH', '')}")
+    return found
+
+
+@pytest.fixture
+def scripts(home: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scripts]:
+    """Scripts for the clones of `home`; every fake clone still there is removed afterwards."""
+    found = Scripts(tmp_path / "scripts.json", tmp_path / "starts.jsonl")
+    found.save()
+    monkeypatch.setenv(SCRIPTS_VARIABLE, str(found.path))
+    yield found
+    remove_all(FakeLauncher(default_state_dir()))
+
+
+@pytest.fixture
+def ready(home: Paths, scripts: Scripts) -> Scripts:
+    """Scripts, with acme/app set up."""
+    set_up(home)
+    return scripts
+
+
+@pytest.fixture
+def owner(home: Paths, cli: Callable[..., CliResult], tmp_path: Path) -> Iterator[Owner]:
+    """The owner of you/app on a fake GitHub, with serve started by `owner.serving()`."""
+    with an_owner(home, cli, tmp_path) as found:
+        yield found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_folders_reachable_by_the_engine(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """pytest makes its temporary folders closed to other users; the fake launcher's engine
+    user must reach the clone's run folder (see `harness.reachable_by_other_users`)."""
+    base = tmp_path_factory.getbasetemp()
+    for each in (base, base.parent):
+        reachable_by_other_users(each)
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Path:
+    """pytest's own, made searchable by other users when run as root (see above)."""
+    reachable_by_other_users(tmp_path)
+    return tmp_path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker in (
+        "docker: needs a Docker engine",
+        "engines: drives the real Claude Code and Codex CLIs",
+        "slow: takes more than a few seconds",
+    ):
+        config.addinivalue_line("markers", marker)

@@ -1,5 +1,0 @@
-"""The serve fixtures: notifications are told by serve."""
-
-from tests.serve.conftest import ready, scripts
-
-__all__ = ["ready", "scripts"]
