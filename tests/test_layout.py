@@ -26,7 +26,7 @@ def imported(tree: ast.Module) -> Iterator[tuple[int, str]]:
 
 
 def is_test_module(name: str, local: set[str]) -> bool:
-    first = name.split(".")[0]
+    first = name.split(".", maxsplit=1)[0]
     return name.startswith(".") or first in {"tests", "conftest", "bench"} or first in local
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,8 +14,11 @@ from pathlib import Path
 
 import pytest
 from shadowclone_testing.harness import run_shadowclone
+from shadowclone_testing.installs import build_wheels, make_venv, run, user_env, uv_pip
 
 EXAMPLE = Path(__file__).parents[1] / "plugin_example"
+SOURCE = Path(__file__).resolve().parents[2]
+"""This checkout."""
 
 
 def _uv() -> str:
@@ -176,3 +181,67 @@ def test_selecting_a_clashing_or_missing_name_says_why(tmp_path: Path) -> None:
     assert "launcher 'docker' is failed" in first
     assert "shadowclone-docker-launch 0.1.0 and docker-rival 9.9" in first
     assert second.startswith("no launcher named 'nope'; installed: fake")
+
+
+GUIDE = Path(__file__).parents[2] / "docs" / "plugins.md"
+
+
+def test_the_guides_example_is_the_example_plugin_as_it_is() -> None:
+    guide = GUIDE.read_text(encoding="utf-8")
+    shown = dict(
+        re.findall(
+            r"^`([\w./]+)`[^\n]*\n(?:[^\n`][^\n]*\n)*\n```\w+\n(.*?)\n```", guide, re.M | re.S
+        )
+    )
+    expected = {
+        "pyproject.toml",
+        "src/shadowclone_example/__init__.py",
+        "tests/test_local_launcher.py",
+    }
+    assert expected <= shown.keys()
+    for name in expected:
+        assert shown[name] + "\n" == (EXAMPLE / name).read_text(encoding="utf-8"), name
+
+
+@pytest.mark.slow
+def test_the_example_passes_the_shipped_launcher_contract_from_an_installed_kit(
+    tmp_path: Path,
+) -> None:
+    """As a third party: shadowclone and shadowclone-testing from wheels, the example from its
+    folder, its tests copied out of this checkout, nothing of the workspace on the path."""
+    bin_dir = make_venv(tmp_path / "venv")
+    wheels = build_wheels(SOURCE, tmp_path / "wheels")
+    core = [str(w) for w in wheels if re.match(r"shadowclone-\d", w.name)]
+    tested = [str(w) for w in wheels if w.name.startswith("shadowclone_testing-")]
+    assert core and tested, wheels
+    uv_pip(
+        bin_dir,
+        *core,
+        f"{tested[0]}[pytest]",
+        f"{EXAMPLE}[test]",
+        "--find-links",
+        str(tmp_path / "wheels"),
+    )
+    shutil.copytree(EXAMPLE / "tests", tmp_path / "work" / "tests")
+    env = user_env(tmp_path / "home")
+    done = subprocess.run(
+        [str(bin_dir / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=tmp_path / "work",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "10 passed" in done.stdout
+    where = run(
+        [
+            str(bin_dir / "python"),
+            "-c",
+            "import shadowclone_testing; print(shadowclone_testing.__file__)",
+        ],
+        env=env,
+        cwd=tmp_path,
+    )
+    assert str(tmp_path / "venv") in where and str(SOURCE) not in where

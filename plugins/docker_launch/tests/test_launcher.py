@@ -26,10 +26,9 @@ from shadowclone.plugin import (
     PluginUnavailable,
 )
 from shadowclone_testing.containers import IMAGE, clone_image, docker_client
-from shadowclone_testing.scripts import Play, Script, script_json
+from shadowclone_testing.scripts import script_json
 from shadowclone_testing.suites.launcher import (
-    FAIL_EXIT_CODE,
-    FAIL_OUTPUT,
+    PLAYER_SCRIPTS,
     SECRET,
     Behaviour,
     LauncherContract,
@@ -50,14 +49,6 @@ from shadowclone_docker_launch.launcher import (
 SCRIPT_FILE = "contract-script.json"
 """Where `arrange` leaves the script the clone plays, in its run folder."""
 
-SCRIPTS: dict[Behaviour, Script] = {
-    Behaviour.FINISH: Script(play=Play.FINISH),
-    Behaviour.FAIL: Script(play=Play.NO_FINAL, exit_code=FAIL_EXIT_CODE, output=FAIL_OUTPUT),
-    Behaviour.HANG: Script(play=Play.HANG),
-    Behaviour.STUBBORN: Script(play=Play.HANG, ignore_stop=True),
-    Behaviour.PROBE: Script(play=Play.PROBE),
-}
-
 
 def play_script(spec: LaunchSpec) -> list[str] | None:
     """The clone plays the script its run folder holds, with the player of the image."""
@@ -76,7 +67,7 @@ class TestDockerLauncher(LauncherContract):
 
     def arrange(self, root: Path, folder: RunFolder, behaviour: Behaviour) -> None:
         script = folder.path / SCRIPT_FILE
-        script.write_text(script_json(SCRIPTS[behaviour], None), encoding="utf-8")
+        script.write_text(script_json(PLAYER_SCRIPTS[behaviour], None), encoding="utf-8")
 
     def traces(self, launcher: Launcher, clone_id: str) -> list[str]:
         assert isinstance(launcher, DockerLauncher)

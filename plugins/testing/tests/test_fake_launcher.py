@@ -17,28 +17,17 @@ from shadowclone.plugin import Launcher, LaunchState
 from shadowclone_testing import keeper
 from shadowclone_testing.launcher import FakeLauncher
 from shadowclone_testing.scripts import (
-    Play,
-    Script,
     ScriptsFile,
     read_scripts,
     write_scripts,
 )
 from shadowclone_testing.suites.launcher import (
-    FAIL_EXIT_CODE,
-    FAIL_OUTPUT,
     HANG_NOTE,
+    PLAYER_SCRIPTS,
     WAIT_S,
     Behaviour,
     LauncherContract,
 )
-
-SCRIPTS: dict[Behaviour, Script] = {
-    Behaviour.FINISH: Script(play=Play.FINISH),
-    Behaviour.FAIL: Script(play=Play.NO_FINAL, exit_code=FAIL_EXIT_CODE, output=FAIL_OUTPUT),
-    Behaviour.HANG: Script(play=Play.HANG),
-    Behaviour.STUBBORN: Script(play=Play.HANG, ignore_stop=True),
-    Behaviour.PROBE: Script(play=Play.PROBE),
-}
 
 
 def processes_of(state_folder: Path, clone_id: str) -> list[psutil.Process]:
@@ -66,7 +55,7 @@ class TestFakeLauncher(LauncherContract):
     def arrange(self, root: Path, folder: RunFolder, behaviour: Behaviour) -> None:
         path = root / "scripts.json"
         scripts = read_scripts(path) if path.exists() else ScriptsFile()
-        scripts.targets[folder.request().target.key] = SCRIPTS[behaviour]
+        scripts.targets[folder.request().target.key] = PLAYER_SCRIPTS[behaviour]
         write_scripts(path, scripts)
 
     def traces(self, launcher: Launcher, clone_id: str) -> list[str]:

@@ -1,6 +1,8 @@
-"""An example shadowclone plugin: a review stage that refuses added `breakpoint()` calls.
+"""An example shadowclone plugin: a review stage that refuses added `breakpoint()` calls, and a
+launcher that runs each clone as a local process (`launcher.py`).
 
-docs/plugins.md walks through this file; tests/plugin/test_third_party.py installs it.
+docs/plugins.md walks through this file; tests/plugin/test_third_party.py installs it, and its
+own tests (tests/plugin_example/tests) run the launcher contract of shadowclone-testing.
 """
 
 from __future__ import annotations
@@ -9,6 +11,9 @@ import subprocess
 from collections.abc import Iterator
 
 from shadowclone.plugin import (
+    Launcher,
+    LauncherRegistration,
+    LauncherSettings,
     ReviewContext,
     ReviewResult,
     ReviewStage,
@@ -49,4 +54,19 @@ def shadowclone_review_stages() -> Iterator[ReviewStageRegistration]:
         summary="fails when the change adds a breakpoint() call",
         factory=_stage,
         order=50,
+    )
+
+
+def _launcher(settings: LauncherSettings) -> Launcher:
+    from shadowclone_example.launcher import LocalLauncher
+
+    return LocalLauncher(settings.clones_dir.parent / "example-local")
+
+
+@hookimpl
+def shadowclone_launchers() -> Iterator[LauncherRegistration]:
+    yield LauncherRegistration(
+        name="example-local",
+        summary="runs each clone as a local process of yours (an example: no isolation)",
+        factory=_launcher,
     )

@@ -32,6 +32,8 @@ from shadowclone.node.schemas import ProgressKind, ProgressLine, Request
 from shadowclone.node.target import Target
 from shadowclone.plugin import CloneStatus, Launcher, LaunchSpec, LaunchState, Outcome
 
+from shadowclone_testing.scripts import Play, Script
+
 WAIT_S = 30.0
 """Bound on every wait, so that a broken launcher fails instead of hanging."""
 
@@ -54,6 +56,18 @@ class Behaviour(enum.Enum):
     PROBE = "probe"
     """Final line `done` whose report is JSON: `env` (its environment), `secrets_text` (what
     it read at SHADOWCLONE_SECRETS_FILE), after trying to append to that file."""
+
+
+PLAYER_SCRIPTS: dict[Behaviour, Script] = {
+    Behaviour.FINISH: Script(play=Play.FINISH),
+    Behaviour.FAIL: Script(play=Play.NO_FINAL, exit_code=FAIL_EXIT_CODE, output=FAIL_OUTPUT),
+    Behaviour.HANG: Script(play=Play.HANG),
+    Behaviour.STUBBORN: Script(play=Play.HANG, ignore_stop=True),
+    Behaviour.PROBE: Script(play=Play.PROBE),
+}
+"""The test scripts of the kit's player (`python -m shadowclone_testing.player SCRIPT`) that
+behave as each `Behaviour` says: a launcher under test may run the player instead of the run
+program, with the script `arrange` leaves."""
 
 
 def _wait(check: Callable[[], object], what: str, timeout_s: float = WAIT_S) -> None:

@@ -1,0 +1,38 @@
+"""The example launcher passes the launcher contract of shadowclone-testing, run from an
+installed kit as a third party runs it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from shadowclone.plugin import Launcher, LaunchSpec
+from shadowclone_example.launcher import LocalLauncher
+from shadowclone_testing.scripts import script_json
+from shadowclone_testing.suites.launcher import (
+    PLAYER_SCRIPTS,
+    Behaviour,
+    LauncherContract,
+    RunFolder,
+)
+
+SCRIPT_FILE = "contract-script.json"
+
+
+def play_script(spec: LaunchSpec) -> list[str]:
+    return [sys.executable, "-m", "shadowclone_testing.player", str(spec.run_folder / SCRIPT_FILE)]
+
+
+class TestLocalLauncher(LauncherContract):
+    secrets_read_only = False  # a local process of the owner's user reads the file itself
+
+    def make_launcher(self, root: Path) -> Launcher:
+        return LocalLauncher(root / "local", command_for=play_script)
+
+    def arrange(self, root: Path, folder: RunFolder, behaviour: Behaviour) -> None:
+        script = folder.path / SCRIPT_FILE
+        script.write_text(script_json(PLAYER_SCRIPTS[behaviour], None), encoding="utf-8")
+
+    def traces(self, launcher: Launcher, clone_id: str) -> list[str]:
+        assert isinstance(launcher, LocalLauncher)
+        return launcher.traces(clone_id)
