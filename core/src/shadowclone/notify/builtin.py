@@ -20,19 +20,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 import httpx2
-import pluggy
 
 from shadowclone import files
 from shadowclone.errors import BadInput, PluginUnavailable
-from shadowclone.plugin.spec import PROJECT
+from shadowclone.plugin import hookimpl
 from shadowclone.plugin.types import (
     Notification,
     NotifierContext,
     NotifierRegistration,
     NotifyEvent,
 )
-
-hookimpl = pluggy.HookimplMarker(PROJECT)
 
 TIMEOUT_S = 10.0
 SIGNATURE_HEADER = "X-Shadowclone-Signature"

@@ -9,12 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import pluggy
-
-from shadowclone.plugin.spec import PROJECT
+from shadowclone.plugin import hookimpl
 from shadowclone.plugin.types import Secret, SecretProviderRegistration
-
-hookimpl = pluggy.HookimplMarker(PROJECT)
 
 GITHUB_TOKEN = "github-token"
 

@@ -36,8 +36,6 @@ from shadowclone.node.schemas import (
     ChosenBy,
     Handoff,
     InboxKind,
-    ProgressKind,
-    ProgressLine,
     Request,
     Resume,
     RunMode,
@@ -80,6 +78,7 @@ from shadowclone.run.redact import (
     redact_tokens,
 )
 from shadowclone.run.report import Ending, final_report, message_fates, pr_body, usage_line
+from shadowclone.run.review.runner import run_review_stages
 from shadowclone.run.save import Saved, save
 from shadowclone.run.secrets import Secrets
 from shadowclone.run.workspace import Workspace, clone, prepare, trust_work_tree
@@ -742,37 +741,11 @@ class CloneRun:
             await asyncio.to_thread(
                 self.workspace.commit_engine_work, f"shadowclone: work on #{self.plan.number}"
             )
-        lines: list[ReviewLine] = []
-        self._failed_checks = []
-        for stage in self.registry.review_stages():
-            if self.stop.is_set():
-                self.progress.note(Step.REVIEW, "stop requested: skipping the remaining reviews")
-                break
-            if stage.runs_code and not self.plan.owner_wrote:
-                self._review_line(
-                    ReviewLine(
-                        stage.name, True, "skipped: it would run code the owner did not write"
-                    )
-                )
-                continue
-            try:
-                result = await asyncio.to_thread(stage.factory().run, context)
-                line = ReviewLine(stage.name, result.passed, result.summary)
-                if stage.runs_code and not result.passed:
-                    self._failed_checks.append(result.details or result.summary)
-            except Exception as error:  # noqa: BLE001 - one broken stage must not sink the clone
-                line = ReviewLine(stage.name, False, f"the stage broke: {error!r}")
-            self._review_line(line)
-            lines.append(line)
-        return lines
-
-    def _review_line(self, line: ReviewLine) -> None:
-        verdict = "passed" if line.passed else "failed"
-        self.progress.write(
-            ProgressLine(
-                Step.REVIEW, ProgressKind.REVIEW, f"{line.stage}: {verdict}: {line.summary}"
-            )
+        reviewed = await run_review_stages(
+            self.registry.review_stages(), context, self.progress, self.stop
         )
+        self._failed_checks = reviewed.failed_checks
+        return reviewed.lines
 
     async def _save(self, result: EngineResult, reviews: list[ReviewLine]) -> Saved:
         assert self.plan is not None and self.workspace is not None and self.client is not None

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import pluggy
-
-from shadowclone.plugin.spec import PROJECT
+from shadowclone.plugin import hookimpl
 from shadowclone.plugin.types import ReviewStage, ReviewStageRegistration
-
-hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 def _toolchain() -> ReviewStage:
