@@ -69,7 +69,7 @@ def _launcher(app: App) -> Check:
 
 
 def _queue(app: App) -> list[Check]:
-    from shadowclone.node.local import DAY
+    from shadowclone.node.admission import DAY
 
     node = app.node()
     active = node.active()

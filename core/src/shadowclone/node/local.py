@@ -21,11 +21,20 @@ import attrs
 
 from shadowclone import files
 from shadowclone.config import Config, Paths, load_config
-from shadowclone.config.schema import ProviderConfig
 from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
+from shadowclone.node.admission import (
+    DAY,
+    admitted_target,
+    check_daily_limit,
+    check_one_per_target,
+    clone_caps,
+    daily_cost_reason,
+    request_for,
+    spent_since,
+)
 from shadowclone.node.index import CloneIndex
 from shadowclone.node.retention import Removed, Retention, delete_tree, tree_size
-from shadowclone.node.runfolder import RunFolder, id_time, is_clone_id, new_clone_id
+from shadowclone.node.runfolder import RunFolder, is_clone_id, new_clone_id
 from shadowclone.node.schemas import (
     INBOX_CLOSED,
     NO_CAPS,
@@ -34,10 +43,8 @@ from shadowclone.node.schemas import (
     ChosenBy,
     InboxKind,
     InboxLine,
-    Price,
     ProgressLine,
     Question,
-    Request,
     ResumeMarker,
     State,
     Step,
@@ -50,8 +57,8 @@ from shadowclone.node.schemas import (
     read,
 )
 from shadowclone.node.setups import read_setup
-from shadowclone.node.target import Target, same_repo
-from shadowclone.plugin.types import NetworkMode, Outcome, SecretProviderRegistration
+from shadowclone.node.target import Target
+from shadowclone.plugin.types import Outcome, SecretProviderRegistration
 from shadowclone.serve import lock as serve_lock
 from shadowclone.serve.records import scrubbed, scrubbed_line
 
@@ -60,7 +67,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DAY = timedelta(hours=24)
 START_LOCK_TIMEOUT_S = 60.0
 DEFAULT_LIST_LIMIT = 30
 
@@ -158,20 +164,7 @@ class LocalNode:
         secret found in its commits stops its push); `caps`: this clone's, each given one in
         place of the config's."""
         target = Target.parse(target_text, self.config.github.url)
-        limits = self.config.limits
-        chosen = caps or Caps()
-        for name, value in (
-            ("max minutes", chosen.minutes),
-            ("max turns", chosen.turns),
-            ("max cost", chosen.cost_usd),
-        ):
-            if value is not None and not value > 0:
-                raise BadInput(f"{name}: expected a number more than 0, got {value}")
-        caps = Caps(
-            minutes=chosen.minutes if chosen.minutes is not None else limits.clone_minutes,
-            turns=chosen.turns if chosen.turns is not None else limits.clone_turns,
-            cost_usd=chosen.cost_usd if chosen.cost_usd is not None else limits.clone_cost_usd,
-        )
+        caps = clone_caps(caps or Caps(), self.config)
         if engine is not None and not engine.strip():
             raise BadInput("--engine: expected an engine name (claude, codex...), got ''")
         with contextlib.suppress(MalformedFile):  # admission reports it, under the lock
@@ -225,59 +218,29 @@ class LocalNode:
             setup = read_setup(self.paths, repo)
         except MalformedFile as error:
             raise Refused(f"the setup record of {repo} is unreadable: {error}") from None
-        if setup is None:
-            raise Refused(f"{repo} is not set up on this machine; run `shadowclone setup {repo}`")
-        if setup.config_version != self.config.version:
-            raise Refused(
-                f"{repo} was set up under config version {setup.config_version} and the config "
-                f"is now at version {self.config.version}; run `shadowclone setup {repo}` again"
-            )
-        if login.private_repos_only and setup.visibility != "private":
-            raise Refused(f"the {login.name} login never works on {setup.visibility} {repo}")
-        if same_repo(setup.repo, repo):  # shown as GitHub spells it, whatever was typed
-            owner, name = setup.repo.split("/", 1)
-            target = attrs.evolve(target, owner=owner, repo=name)
+        target = admitted_target(target, setup, self.config, login)
 
         at = self.clock()
         started_today = self._count_since(at - DAY)
-        if started_today >= self.config.daily_clones:
-            raise Refused(
-                f"daily limit reached: {started_today} clones started in the last 24 hours "
-                f"(daily_clones = {self.config.daily_clones})"
-            )
-        for active in self._active(clean=True):
-            if active.target.folded == target.folded:  # GitHub ignores letter case
-                raise Refused(
-                    f"{target.key} already has an active clone: {active.id} ({active.state})"
-                )
+        check_daily_limit(started_today, self.config)
+        check_one_per_target(
+            target, ((v.id, v.target, str(v.state)) for v in self._active(clean=True))
+        )
+        assert setup is not None  # admitted_target refuses a repository with no setup
 
         folder = self._new_folder(at)
-        request = Request(
-            id=folder.id,
-            target=target,
-            engine=engine,
-            login=login.name,
-            launcher=self.config.launcher,
-            image=setup.image or self.config.image,
-            github_url=self.config.github.url,
-            github_api_url=self.config.github.api_url,
-            requested_at=at,
-            base_url=self.config.providers[engine].base_url or login.base_url,
-            token_url=self.config.providers[engine].token_url or login.token_url,
-            model=self.config.providers[engine].model,
-            one_at_a_time=login.one_at_a_time,
-            model_host=model_host,
-            instructions=instructions,
-            ask_timeout_s=self.config.limits.ask_timeout_s,
-            stall_timeout_s=self.config.limits.stall_timeout_s,
-            check_commands=setup.check_commands,
-            fix_rounds=self.config.limits.fix_rounds,
-            caches=setup.caches,
-            environment=setup.environment,
-            strangers_network=NetworkMode(self.config.security.strangers),
-            allow_secrets=allow_secrets,
-            caps=caps,
-            price=_price(self.config.providers[engine]),
+        request = request_for(
+            folder.id,
+            at,
+            target,
+            setup,
+            self.config,
+            engine,
+            login,
+            model_host,
+            instructions,
+            allow_secrets,
+            caps,
         )
         # The active marker goes first: a crash before the request leaves a marker without a
         # request, which the next start removes; never a request that admission cannot see.
@@ -716,36 +679,6 @@ class LocalNode:
             yield from (scrubbed_line(line) for line in new)
             if any(p.final for p in new) or ended():
                 return
-
-
-def _price(provider: ProviderConfig) -> Price | None:
-    if provider.input_usd_per_mtok is None and provider.output_usd_per_mtok is None:
-        return None
-    return Price(provider.input_usd_per_mtok or 0.0, provider.output_usd_per_mtok or 0.0)
-
-
-def spent_since(paths: Paths, index: CloneIndex, since: datetime) -> float:
-    """The cost the records of the clones requested since `since` hold (one unreadable is
-    counted as nothing: it is reported where it is read)."""
-    total = 0.0
-    for clone_id in index.newest():
-        requested = id_time(clone_id)
-        if requested is None:
-            continue
-        if requested < since.replace(microsecond=0):
-            break
-        with contextlib.suppress(OSError, MalformedFile):
-            record = RunFolder(paths.clones_dir / clone_id).record()
-            if record is not None and record.usage.cost_usd:
-                total += record.usage.cost_usd
-    return total
-
-
-def daily_cost_reason(spent: float, cap: float) -> str:
-    return (
-        f"the daily cost cap: ${spent:.2f} spent by the clones of the last 24 hours, "
-        f"daily_cost_usd = {cap:g}"
-    )
 
 
 def _line_id() -> str:

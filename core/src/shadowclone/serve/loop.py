@@ -649,8 +649,8 @@ class Server:
 
     def _over_daily_cost(self) -> bool:
         """`daily_cost_usd` is spent: queued clones wait (reckoned at most every poll)."""
+        from shadowclone.node.admission import DAY, daily_cost_reason, spent_since
         from shadowclone.node.index import CloneIndex
-        from shadowclone.node.local import DAY, daily_cost_reason, spent_since
 
         cap = self.config.limits.daily_cost_usd
         if cap is None:
