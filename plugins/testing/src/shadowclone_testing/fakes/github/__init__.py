@@ -11,7 +11,7 @@ For example::
 
 from __future__ import annotations
 
-from shadowclone_testing.fakes.github.records import (
+from shadowclone_testing.fakes.github.model import (
     Comment,
     Issue,
     LoggedRequest,

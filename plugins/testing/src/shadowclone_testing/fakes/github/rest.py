@@ -13,12 +13,12 @@ import re
 import urllib.parse
 import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from shadowclone_testing.fakes.github import git
-from shadowclone_testing.fakes.github.records import (
+from shadowclone_testing.fakes.github.model import (
     ApiError,
     Comment,
     Issue,
@@ -26,9 +26,7 @@ from shadowclone_testing.fakes.github.records import (
     User,
     owner_of,
 )
-
-if TYPE_CHECKING:
-    from shadowclone_testing.fakes.github.server import FakeGitHub
+from shadowclone_testing.fakes.github.store import GitHubStore
 
 API_PREFIX = "/api/v3"
 DOCS = "https://docs.github.com/rest"
@@ -47,7 +45,7 @@ def error_body(error: ApiError) -> Json:
 class Call:
     """One REST request, with the token's user already resolved."""
 
-    fake: FakeGitHub
+    store: GitHubStore
     web: str
     """`http://host:port` as the client addressed the server."""
     viewer: str | None
@@ -74,7 +72,7 @@ class Call:
 
     def repo(self, owner: str, name: str) -> Repo:
         """The repository if the viewer can see it; GitHub answers 404 for a private one."""
-        repo = self.fake.state.repo(f"{owner}/{name}")
+        repo = self.store.state.repo(f"{owner}/{name}")
         if repo is None or repo.permission(self.viewer) == "none":
             raise ApiError(404, "Not Found")
         return repo
@@ -86,7 +84,7 @@ class Call:
         return issue
 
     def user(self, login: str) -> User:
-        user = self.fake.state.users.get(login)
+        user = self.store.state.users.get(login)
         if user is None:
             raise ApiError(404, "Not Found")
         return user
@@ -96,7 +94,7 @@ class Call:
 
 
 def user_json(call: Call, login: str) -> Json:
-    user = call.fake.state.users.get(login)
+    user = call.store.state.users.get(login)
     kind = "User" if user is not None else "Organization"
     return {
         "login": login,
@@ -187,11 +185,11 @@ def pull_json(call: Call, repo: Repo, issue: Issue) -> Json:
     assert issue.pull is not None
     pull = issue.pull
     api = f"{call.api}/repos/{repo.full_name}"
-    head_repo = call.fake.state.repo(pull.head_repo)
-    head_sha = call.fake.branch_sha(pull.head_repo, pull.head_ref) or git.rev_parse(
-        call.fake.repo_path(repo.full_name), f"refs/pull/{issue.number}/head"
+    head_repo = call.store.state.repo(pull.head_repo)
+    head_sha = call.store.branch_sha(pull.head_repo, pull.head_ref) or git.rev_parse(
+        call.store.repo_path(repo.full_name), f"refs/pull/{issue.number}/head"
     )
-    base_sha = call.fake.branch_sha(repo.full_name, pull.base_ref)
+    base_sha = call.store.branch_sha(repo.full_name, pull.base_ref)
     head_owner = owner_of(pull.head_repo)
     return {
         "id": issue.id,
@@ -261,51 +259,57 @@ def _association(repo: Repo, login: str) -> str:
 
 Reply = tuple[int, Any]
 Handler = Callable[..., Reply]
-_routes: list[tuple[str, re.Pattern[str], Handler]] = []
 
 
-def _route(method: str, pattern: str) -> Callable[[Handler], Handler]:
-    """Register a handler; `{name}` matches one path segment, `{name+}` the rest of the path
-    (branch names hold slashes)."""
+@attrs.frozen
+class Route:
+    method: str
+    regex: re.Pattern[str]
+    handler: Handler
 
-    def group(match: re.Match[str]) -> str:
-        return f"(?P<{match[1]}>{'.+' if match[2] else '[^/]+'})"
+    @classmethod
+    def of(cls, method: str, pattern: str, handler: Handler) -> Route:
+        """`{name}` in `pattern` matches one path segment, `{name+}` the rest of the path
+        (branch names hold slashes)."""
 
-    regex = re.compile("^" + re.sub(r"\{(\w+)(\+?)\}", group, pattern) + "$")
+        def group(match: re.Match[str]) -> str:
+            return f"(?P<{match[1]}>{'.+' if match[2] else '[^/]+'})"
 
-    def register(handler: Handler) -> Handler:
-        _routes.append((method, regex, handler))
-        return handler
-
-    return register
-
-
-def handle(call: Call, method: str, path: str) -> Reply:
-    """Answer one REST request; `path` is below the API prefix, without the query."""
-    for route_method, regex, handler in _routes:
-        match = regex.match(path)
-        if match is not None and route_method == method:
-            args = {k: urllib.parse.unquote(v) for k, v in match.groupdict().items()}
-            return handler(call, **args)
-    raise ApiError(404, "Not Found")
+        return cls(
+            method, re.compile("^" + re.sub(r"\{(\w+)(\+?)\}", group, pattern) + "$"), handler
+        )
 
 
-@_route("GET", "/user")
+class Router:
+    """The REST calls the fake answers, matched in order."""
+
+    def __init__(self) -> None:
+        self.routes = tuple(
+            Route.of(method, pattern, handler) for method, pattern, handler in _table()
+        )
+
+    def handle(self, call: Call, method: str, path: str) -> Reply:
+        """Answer one REST request; `path` is below the API prefix, without the query."""
+        for route in self.routes:
+            match = route.regex.match(path)
+            if match is not None and route.method == method:
+                args = {k: urllib.parse.unquote(v) for k, v in match.groupdict().items()}
+                return route.handler(call, **args)
+        raise ApiError(404, "Not Found")
+
+
 def get_authenticated_user(call: Call) -> Reply:
     return 200, user_json(call, call.signed_in())
 
 
-@_route("GET", "/users/{login}")
 def get_user(call: Call, login: str) -> Reply:
     return 200, user_json(call, call.user(login).login)
 
 
-@_route("GET", "/repos/{owner}/{name}")
 def get_repo(call: Call, owner: str, name: str) -> Reply:
     return 200, repo_json(call, call.repo(owner, name))
 
 
-@_route("GET", "/repos/{owner}/{name}/collaborators/{login}/permission")
 def get_permission(call: Call, owner: str, name: str, login: str) -> Reply:
     repo = call.repo(owner, name)
     permission = repo.permission(call.user(login).login)
@@ -316,10 +320,9 @@ def get_permission(call: Call, owner: str, name: str, login: str) -> Reply:
     }
 
 
-@_route("GET", "/repos/{owner}/{name}/branches/{branch+}")
 def get_branch(call: Call, owner: str, name: str, branch: str) -> Reply:
     repo = call.repo(owner, name)
-    sha = call.fake.branch_sha(repo.full_name, branch)
+    sha = call.store.branch_sha(repo.full_name, branch)
     if sha is None:
         raise ApiError(404, "Branch not found")
     api = f"{call.api}/repos/{repo.full_name}"
@@ -331,12 +334,11 @@ def get_branch(call: Call, owner: str, name: str, branch: str) -> Reply:
     }
 
 
-@_route("GET", "/repos/{owner}/{name}/contents/{path+}")
 def get_contents(call: Call, owner: str, name: str, path: str) -> Reply:
     """A file (its content in base64) or a folder (its entries), at `ref` or the default
     branch."""
     repo = call.repo(owner, name)
-    bare = call.fake.repo_path(repo.full_name)
+    bare = call.store.repo_path(repo.full_name)
     ref = call.query.get("ref") or repo.default_branch
     path = path.strip("/")
     found = git.tree_entry(bare, ref, path)
@@ -362,20 +364,17 @@ def get_contents(call: Call, owner: str, name: str, path: str) -> Reply:
     return 200, {**entry(kind, oid, size, path), "encoding": "base64", "content": content}
 
 
-@_route("GET", "/repos/{owner}/{name}/issues/{number}")
 def get_issue(call: Call, owner: str, name: str, number: str) -> Reply:
     repo = call.repo(owner, name)
     return 200, issue_json(call, repo, call.issue(repo, number))
 
 
-@_route("GET", "/repos/{owner}/{name}/issues/{number}/comments")
 def list_comments(call: Call, owner: str, name: str, number: str) -> Reply:
     repo = call.repo(owner, name)
     issue = call.issue(repo, number)
     return 200, [comment_json(call, repo, issue, c) for c in issue.comments]
 
 
-@_route("POST", "/repos/{owner}/{name}/issues/{number}/comments")
 def create_comment(call: Call, owner: str, name: str, number: str) -> Reply:
     author = call.signed_in()
     repo = call.repo(owner, name)
@@ -383,11 +382,10 @@ def create_comment(call: Call, owner: str, name: str, number: str) -> Reply:
     body = call.json().get("body")
     if not isinstance(body, str) or not body:
         raise ApiError(422, "Validation Failed", ({"field": "body", "code": "missing_field"},))
-    comment = call.fake.add_comment(repo.full_name, issue.number, author=author, body=body)
+    comment = call.store.add_comment(repo.full_name, issue.number, author=author, body=body)
     return 201, comment_json(call, repo, repo.issues[issue.number], comment)
 
 
-@_route("GET", "/repos/{owner}/{name}/pulls/{number}")
 def get_pull(call: Call, owner: str, name: str, number: str) -> Reply:
     repo = call.repo(owner, name)
     issue = call.issue(repo, number)
@@ -396,7 +394,6 @@ def get_pull(call: Call, owner: str, name: str, number: str) -> Reply:
     return 200, pull_json(call, repo, issue)
 
 
-@_route("GET", "/repos/{owner}/{name}/pulls")
 def list_pulls(call: Call, owner: str, name: str) -> Reply:
     repo = call.repo(owner, name)
     state = call.query.get("state", "open")
@@ -417,7 +414,6 @@ def list_pulls(call: Call, owner: str, name: str) -> Reply:
     return 200, found
 
 
-@_route("POST", "/repos/{owner}/{name}/pulls")
 def create_pull(call: Call, owner: str, name: str) -> Reply:
     author = call.signed_in()
     repo = call.repo(owner, name)
@@ -430,7 +426,7 @@ def create_pull(call: Call, owner: str, name: str) -> Reply:
         raise ApiError(422, "Validation Failed", errors)
     head_owner, _, head_ref = str(data["head"]).rpartition(":")
     head_repo = data.get("head_repo") or f"{head_owner or repo.owner}/{repo.name}"
-    issue = call.fake.open_pull_request(
+    issue = call.store.open_pull_request(
         repo.full_name,
         author=author,
         head_repo=str(head_repo),
@@ -443,7 +439,6 @@ def create_pull(call: Call, owner: str, name: str) -> Reply:
     return 201, pull_json(call, repo, issue)
 
 
-@_route("PATCH", "/repos/{owner}/{name}/pulls/{number}")
 def update_pull(call: Call, owner: str, name: str, number: str) -> Reply:
     editor = call.signed_in()
     repo = call.repo(owner, name)
@@ -456,7 +451,7 @@ def update_pull(call: Call, owner: str, name: str, number: str) -> Reply:
     state = data.get("state")
     if state not in (None, "open", "closed"):
         raise ApiError(422, "Validation Failed", ({"field": "state", "code": "invalid"},))
-    issue = call.fake.edit_pull_request(
+    issue = call.store.edit_pull_request(
         repo.full_name,
         issue.number,
         title=data.get("title"),
@@ -464,3 +459,21 @@ def update_pull(call: Call, owner: str, name: str, number: str) -> Reply:
         state=state,
     )
     return 200, pull_json(call, repo, issue)
+
+
+def _table() -> tuple[tuple[str, str, Handler], ...]:
+    return (
+        ("GET", "/user", get_authenticated_user),
+        ("GET", "/users/{login}", get_user),
+        ("GET", "/repos/{owner}/{name}", get_repo),
+        ("GET", "/repos/{owner}/{name}/collaborators/{login}/permission", get_permission),
+        ("GET", "/repos/{owner}/{name}/branches/{branch+}", get_branch),
+        ("GET", "/repos/{owner}/{name}/contents/{path+}", get_contents),
+        ("GET", "/repos/{owner}/{name}/issues/{number}", get_issue),
+        ("GET", "/repos/{owner}/{name}/issues/{number}/comments", list_comments),
+        ("POST", "/repos/{owner}/{name}/issues/{number}/comments", create_comment),
+        ("GET", "/repos/{owner}/{name}/pulls/{number}", get_pull),
+        ("GET", "/repos/{owner}/{name}/pulls", list_pulls),
+        ("POST", "/repos/{owner}/{name}/pulls", create_pull),
+        ("PATCH", "/repos/{owner}/{name}/pulls/{number}", update_pull),
+    )
