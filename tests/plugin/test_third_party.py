@@ -197,6 +197,7 @@ def test_the_guides_example_is_the_example_plugin_as_it_is() -> None:
         "pyproject.toml",
         "src/shadowclone_example/__init__.py",
         "tests/test_local_launcher.py",
+        "tests/test_example_agent.py",
     }
     assert expected <= shown.keys()
     for name in expected:
@@ -204,11 +205,12 @@ def test_the_guides_example_is_the_example_plugin_as_it_is() -> None:
 
 
 @pytest.mark.slow
-def test_the_example_passes_the_shipped_launcher_contract_from_an_installed_kit(
+def test_the_example_passes_the_shipped_suites_from_an_installed_kit(
     tmp_path: Path,
 ) -> None:
     """As a third party: shadowclone and shadowclone-testing from wheels, the example from its
-    folder, its tests copied out of this checkout, nothing of the workspace on the path."""
+    folder, its tests copied out of this checkout, nothing of the workspace on the path. Its
+    launcher passes the launcher contract (10 tests), its engine the engine scenarios (14)."""
     bin_dir = make_venv(tmp_path / "venv")
     wheels = build_wheels(SOURCE, tmp_path / "wheels")
     core = [str(w) for w in wheels if re.match(r"shadowclone-\d", w.name)]
@@ -234,7 +236,7 @@ def test_the_example_passes_the_shipped_launcher_contract_from_an_installed_kit(
         check=False,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "10 passed" in done.stdout
+    assert "24 passed" in done.stdout, done.stdout[-2000:]
     where = run(
         [
             str(bin_dir / "python"),

@@ -1,5 +1,6 @@
-"""An example shadowclone plugin: a review stage that refuses added `breakpoint()` calls, and a
-launcher that runs each clone as a local process (`launcher.py`).
+"""An example shadowclone plugin: a review stage that refuses added `breakpoint()` calls, a
+launcher that runs each clone as a local process (`launcher.py`), and an engine that drives a
+small agent of its own (`engine.py`, `agent.py`).
 
 docs/plugins.md walks through this file; tests/plugin/test_third_party.py installs it, and its
 own tests (tests/plugin_example/tests) run the launcher contract of shadowclone-testing.
@@ -11,6 +12,8 @@ import subprocess
 from collections.abc import Iterator
 
 from shadowclone.plugin import (
+    Engine,
+    EngineRegistration,
     Launcher,
     LauncherRegistration,
     LauncherSettings,
@@ -18,6 +21,8 @@ from shadowclone.plugin import (
     ReviewResult,
     ReviewStage,
     ReviewStageRegistration,
+    Secret,
+    SecretProviderRegistration,
     hookimpl,
 )
 
@@ -69,4 +74,38 @@ def shadowclone_launchers() -> Iterator[LauncherRegistration]:
         name="example-local",
         summary="runs each clone as a local process of yours (an example: no isolation)",
         factory=_launcher,
+    )
+
+
+def _engine() -> Engine:
+    from shadowclone_example.engine import ExampleEngine
+
+    return ExampleEngine()
+
+
+@hookimpl
+def shadowclone_engines() -> Iterator[EngineRegistration]:
+    yield EngineRegistration(
+        name="example-agent",
+        summary="a small agent of this plugin's own on the Anthropic Messages API (an example)",
+        factory=_engine,
+        logins=("example-api-key",),
+        base_url_env="EXAMPLE_AGENT_BASE_URL",
+        default_base_url="https://api.anthropic.com",
+    )
+
+
+@hookimpl
+def shadowclone_secret_providers() -> Iterator[SecretProviderRegistration]:
+    yield SecretProviderRegistration(
+        name="example-api-key",
+        summary="an Anthropic API key for the example agent",
+        engine="example-agent",
+        secrets=(
+            Secret(
+                "example_agent_api_key",
+                "An Anthropic API key for the example agent",
+                env="EXAMPLE_AGENT_API_KEY",
+            ),
+        ),
     )
