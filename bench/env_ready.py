@@ -25,8 +25,6 @@ import time
 from pathlib import Path
 
 import docker
-from shadowclone.cli.app import App
-from shadowclone.cli.env_cmd import describe
 from shadowclone.config import HOME_VARIABLE, default_paths, init_config, load_config, set_value
 from shadowclone.config.schema import DEFAULT_IMAGE
 from shadowclone.environment.declared import TOML_PATH, cache_volumes
@@ -34,6 +32,7 @@ from shadowclone.node.local import LocalNode
 from shadowclone.node.schemas import SetupRecord
 from shadowclone.node.setups import keep_environment, write_setup
 from shadowclone.serve.loop import ServeSettings, serve_clones
+from shadowclone_docker_launch.commands import describe
 from shadowclone_testing.fakes.github import FakeGitHub
 from shadowclone_testing.fakes.models import FakeModelServer
 
@@ -147,7 +146,8 @@ def main(argv: list[str]) -> int:
             tag = ""
             try:
                 first_request(repos["plain"])  # the page cache warm for both
-                tag = describe(App(paths=paths), repos["environment"])["tag"]
+                os.environ[HOME_VARIABLE] = str(root / "home")  # what `describe` reads
+                tag = describe(repos["environment"])["tag"]
                 figures["cold"].append(first_request(repos["environment"]))  # serve builds it
                 for _ in range(runs):
                     figures["plain"].append(first_request(repos["plain"]))

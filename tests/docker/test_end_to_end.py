@@ -15,8 +15,6 @@ import attrs
 import docker
 import docker.errors
 import pytest
-from shadowclone.cli.app import App
-from shadowclone.cli.env_cmd import build_environment, describe
 from shadowclone.config import (
     load_config,
     set_value,
@@ -26,6 +24,7 @@ from shadowclone.node.schemas import Record, State
 from shadowclone.plugin import Outcome, load_registry
 from shadowclone.run.prompt import RESUME_PROMPT
 from shadowclone.setup import setup_repository
+from shadowclone_docker_launch.commands import build_environment, describe
 from shadowclone_testing.containers import (
     ANTHROPIC_KEY,
     MESSAGE,
@@ -355,11 +354,10 @@ def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: 
         build=False,  # serve builds it
     )
     assert summary.ok, summary
-    app = App(paths=world.paths)
-    tag = describe(app, "owner/app")["tag"]
+    tag = describe("owner/app")["tag"]
     with contextlib.suppress(docker.errors.ImageNotFound):  # left by an earlier run
         world.client.images.remove(tag, force=True)
-    assert describe(app, "owner/app")["built"] is False
+    assert describe("owner/app")["built"] is False
     first, second = world.issue("Use the toolchain"), world.issue("Use it again")
     probe = 'jq --version; cat /etc/jq-version /etc/greeting; printf "mark=%s\\n" "$ENV_MARK"'
     script(world.model, Shell(probe), Text("Done."))
@@ -389,8 +387,8 @@ def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: 
     steps = [line for line in world.steps(clone_id) if line.startswith(("#", "Step "))]
     assert any("apt-get" in line for line in steps), world.steps(clone_id)
     assert not [line for line in world.steps(again.id) if line.startswith("building")]
-    assert describe(app, "owner/app")["built"] is True
-    assert build_environment(app, "owner/app", "host") == tag  # found: the same image
+    assert describe("owner/app")["built"] is True
+    assert build_environment("owner/app", "host") == tag  # found: the same image
     texts = world.steps(clone_id)
     toolchain = [t.split(":")[1].strip() for t in texts if t.startswith("toolchain:")]
     assert toolchain == ["failed", "passed"], texts

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import docker
 from shadowclone import __version__
-from shadowclone.cli.image_cmd import engine_versions
+from shadowclone_docker_launch.images import engine_versions
 
 SOURCE = Path(__file__).resolve().parents[2]
 

@@ -94,7 +94,7 @@ def test_image_build_from_an_install_puts_the_installed_packages_in_the_context(
         ["build", "--tag", f"shadowclone-demo:{__version__}", "--target", "demo"],
     ]
     assert (kept / "Dockerfile").read_bytes() == (
-        SOURCE / "core" / "src" / "shadowclone" / "image" / "Dockerfile"
+        SOURCE / "plugins/docker_launch/src/shadowclone_docker_launch/image/Dockerfile"
     ).read_bytes()
     assert os.access(kept / "clone-entry", os.X_OK)
     made = sorted(p.name for p in (kept / "packages").glob("*.whl"))
@@ -105,7 +105,6 @@ def test_image_build_from_an_install_puts_the_installed_packages_in_the_context(
     )
     with zipfile.ZipFile(kept / "packages" / f"shadowclone-{__version__}-py3-none-any.whl") as core:
         names = set(core.namelist())
-        assert "shadowclone/image/Dockerfile" in names
         assert "shadowclone/run/program.py" in names
         assert not any("__pycache__" in n or n.endswith("direct_url.json") for n in names)
         assert not any(n.startswith("shadowclone_testing") for n in names)

@@ -116,6 +116,9 @@ class RememberingLauncher:
     ) -> LaunchSpec:
         return spec
 
+    def host_address(self) -> str:
+        return "127.0.0.1"
+
     def reap_strays(self) -> list[str]:
         return []
 

@@ -14,7 +14,7 @@ import shadowclone.setup as setup_package
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.config import Paths, load_config, set_value
-from shadowclone.environment.build import EnvironmentBuildError
+from shadowclone.errors import Refused
 from shadowclone.node.setups import environment_dir, read_setup
 from shadowclone.plugin import load_registry
 from shadowclone.run.check import CheckReport
@@ -331,7 +331,7 @@ def test_an_environment_that_cannot_be_built_fails_setup_in_one_line(
     cli: Cli, home: Paths, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(self: object, spec: object, say: object, cancel: object) -> object:
-        raise EnvironmentBuildError("docker could not build you/app's environment (exit 1)")
+        raise Refused("docker could not build you/app's environment (exit 1)")
 
     monkeypatch.setattr(FakeLauncher, "prepare", broken)
     token = github.add_user("you", name="You")

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from shadowclone import __version__
-from shadowclone.errors import ShadowcloneError
+from shadowclone.errors import PluginUnavailable, ShadowcloneError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "setup": (
@@ -85,17 +89,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "mcp",
         "Serve start, list, get, send, answer and stop to your assistant over MCP (stdio).",
     ),
-    "env": (
-        "env_cmd",
-        "env",
-        "The environment a repository declares (.shadowclone/environment.toml or "
-        ".devcontainer/devcontainer.json), as setup found it.",
-    ),
-    "image": (
-        "image_cmd",
-        "image",
-        "The clone image: build it here if you do not pull the published one.",
-    ),
     "service": (
         "service_cmd",
         "service",
@@ -117,23 +110,62 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 as `--help` lists it (a test keeps it equal to the command's own). A command's module, and what it
 imports (the GitHub client, the MCP SDK, rich...), is imported only when that command runs."""
 
+COMMANDS_GROUP = "shadowclone.commands"
+"""The entry-point group of plugins' commands: `NAME = "module:command"`, a click command.
+Entry points are read only for a name that is not built in, and for `--help`."""
+
+
+def plugin_commands() -> dict[str, EntryPoint]:
+    """The commands plugins add, by name; a built-in name is never taken."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, EntryPoint] = {}
+    for entry in entry_points(group=COMMANDS_GROUP):
+        if entry.name not in COMMANDS:
+            found.setdefault(entry.name, entry)
+    return found
+
+
+def load_plugin_command(entry: EntryPoint) -> click.Command:
+    """The click command of a plugin's entry point, or ShadowcloneError saying whose it is."""
+    owner = f"{entry.dist.name} {entry.dist.version}" if entry.dist else "a plugin"
+    try:
+        command = entry.load()
+    except Exception as error:  # noqa: BLE001 - whatever a plugin raises on import
+        raise PluginUnavailable(
+            f"the command {entry.name} of {owner} cannot load: {error!r}"
+        ) from None
+    if not isinstance(command, click.Command):
+        raise PluginUnavailable(
+            f"the command {entry.name} of {owner} is {type(command).__name__}, not a click command"
+        )
+    return command
+
 
 class LazyGroup(click.Group):
     """A group that imports a command's module only when the command is asked for."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted([*COMMANDS, *plugin_commands()])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMANDS:
-            return None
+            entry = plugin_commands().get(cmd_name)
+            return None if entry is None else load_plugin_command(entry)
         module, attribute, _ = COMMANDS[cmd_name]
         command = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
         assert isinstance(command, click.Command)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        rows = [(name, COMMANDS[name][2]) for name in COMMANDS]
+        for name, entry in plugin_commands().items():
+            try:
+                summary = load_plugin_command(entry).get_short_help_str(limit=300)
+            except PluginUnavailable as error:
+                summary = f"(unavailable: {error})"
+            rows.append((name, summary))
+        rows.sort()
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -26,7 +25,7 @@ from rich.text import Text
 from shadowclone.cli.app import App, format_progress, pass_app
 from shadowclone.config import Paths, default_paths, init_config, load_config, set_value
 from shadowclone.config.schema import DEMO_IMAGE
-from shadowclone.errors import ShadowcloneError
+from shadowclone.errors import PluginUnavailable, ShadowcloneError
 from shadowclone.node.local import LocalNode
 from shadowclone.node.schemas import ProgressKind, SetupRecord, State
 from shadowclone.node.setups import write_setup
@@ -118,32 +117,15 @@ def _prepare(root: Path, github: FakeGitHub, launcher: str, image: str | None) -
     return paths, number
 
 
-def _docker_host_address(image: str) -> str:
-    """Where a container reaches this machine (host.docker.internal), as a container sees it:
-    the fake GitHub listens there, so clones in Docker reach it and nothing else does."""
-    command = [
-        "docker",
-        "run",
-        "--rm",
-        "--add-host",
-        "host.docker.internal:host-gateway",
-        "--entrypoint",
-        "getent",
-        image,
-        "ahostsv4",
-        "host.docker.internal",
-    ]
+def _host_address(launcher: str, image: str | None) -> str:
+    """Where the launcher's clones reach this machine: the fake GitHub listens there only."""
+    from shadowclone.plugin import LauncherSettings, load_registry
+
+    settings = LauncherSettings(default_paths().clones_dir, image)
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise DemoFailed(f"cannot run the clone image {image}: {error}") from None
-    if done.returncode != 0 or not done.stdout.split():
-        detail = (done.stderr.strip().splitlines() or ["no address"])[-1]
-        raise DemoFailed(
-            f"cannot run the demo image {image} ({detail}); build it with "
-            "`shadowclone image build --demo`"
-        )
-    return done.stdout.split()[0]
+        return load_registry().launcher(launcher).factory(settings).host_address()
+    except PluginUnavailable as error:
+        raise DemoFailed(str(error)) from None
 
 
 @click.command()
@@ -174,10 +156,9 @@ def demo(app: App, keep: bool, launcher: str, image: str | None) -> None:
     os.environ["SHADOWCLONE_HOME"] = str(root)
     try:
         fake_github = _fake_github()
-        host = "127.0.0.1"
         if launcher == "docker":
             image = image or DEMO_IMAGE
-            host = _docker_host_address(image)
+        host = _host_address(launcher, image)
         with fake_github(root / "github", host=host) as github:
             paths, number = _prepare(root, github, launcher, image)
             out.print(Text.assemble(("shadowclone demo", "bold"), f"  home {root}"))

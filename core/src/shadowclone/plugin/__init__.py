@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from shadowclone.errors import BadInput, MalformedFile, PluginUnavailable, Refused
+from shadowclone.errors import BadInput, ConfigError, MalformedFile, PluginUnavailable, Refused
 from shadowclone.plugin import contract
 from shadowclone.plugin.spec import PROJECT
 from shadowclone.plugin.types import (
@@ -48,7 +48,6 @@ from shadowclone.plugin.types import (
 )
 
 if TYPE_CHECKING:
-    from shadowclone.environment.build import prepare_image
     from shadowclone.plugin.engine_base import STOP_GRACE_S, ProcessSession, exit_words
     from shadowclone.plugin.manager import (
         ENTRY_POINT_GROUP,
@@ -57,6 +56,17 @@ if TYPE_CHECKING:
         Registry,
         load_registry,
         make_plugin_manager,
+    )
+    from shadowclone.plugin.owner import (
+        DEFAULT_IMAGE,
+        DEMO_IMAGE,
+        Environment,
+        RepositorySetup,
+        declared_environment,
+        environment_image_tag,
+        files_in,
+        launcher_settings,
+        repository_setup,
     )
     from shadowclone.plugin.processes import (
         ProcessTree,
@@ -86,10 +96,23 @@ _LAZY = {
     **dict.fromkeys(
         ("STOP_GRACE_S", "ProcessSession", "exit_words"), "shadowclone.plugin.engine_base"
     ),
-    "prepare_image": "shadowclone.environment.build",
+    **dict.fromkeys(
+        (
+            "DEFAULT_IMAGE",
+            "DEMO_IMAGE",
+            "Environment",
+            "RepositorySetup",
+            "declared_environment",
+            "environment_image_tag",
+            "files_in",
+            "launcher_settings",
+            "repository_setup",
+        ),
+        "shadowclone.plugin.owner",
+    ),
 }
 """Names imported on first use: the loader reads entry points (importlib.metadata), the
-process helpers import psutil, the image builder the config; commands that only read run
+process helpers import psutil, the owner's settings the config; commands that only read run
 folders need none of them."""
 
 
@@ -104,16 +127,20 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 """Marks a plugin's hook functions: `@hookimpl def shadowclone_engines(): ...`."""
 
 __all__ = [
+    "DEFAULT_IMAGE",
+    "DEMO_IMAGE",
     "ENTRY_POINT_GROUP",
     "STOP_GRACE_S",
     "BadInput",
     "CloneStatus",
+    "ConfigError",
     "Engine",
     "EngineEvent",
     "EngineLimits",
     "EngineRegistration",
     "EngineSession",
     "EngineTask",
+    "Environment",
     "EnvironmentRecipe",
     "Family",
     "FinishedEvent",
@@ -137,6 +164,7 @@ __all__ = [
     "Provided",
     "Refused",
     "Registry",
+    "RepositorySetup",
     "ReviewContext",
     "ReviewResult",
     "ReviewStage",
@@ -149,13 +177,17 @@ __all__ = [
     "UsageEvent",
     "arguments_detail",
     "contract",
+    "declared_environment",
+    "environment_image_tag",
     "exit_words",
+    "files_in",
     "hookimpl",
+    "launcher_settings",
     "load_registry",
     "make_plugin_manager",
     "one_line",
-    "prepare_image",
     "read_stderr",
+    "repository_setup",
     "spawn_engine",
     "until_finished",
 ]

@@ -308,6 +308,12 @@ class Launcher(Protocol):
         returns what was removed, for its log. A launcher that leaves nothing returns []."""
         ...
 
+    def host_address(self) -> str:
+        """The address at which a clone reaches a server on this machine that listens there
+        only (the demo's fake GitHub): 127.0.0.1 for a clone that runs here, the host's
+        address on the container network for a clone in a container."""
+        ...
+
 
 @attrs.frozen
 class LauncherSettings:

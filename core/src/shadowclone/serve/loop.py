@@ -34,8 +34,8 @@ from watchfiles import Change, watch
 
 from shadowclone import files
 from shadowclone.config import Config, Paths
-from shadowclone.environment.build import recipe_for
 from shadowclone.environment.declared import cache_volumes
+from shadowclone.environment.recipe import recipe_for
 from shadowclone.errors import MalformedFile
 from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder, is_clone_id, run_folders

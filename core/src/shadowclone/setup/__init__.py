@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from shadowclone.config import Config, Paths
-from shadowclone.environment.build import recipe_for
 from shadowclone.environment.declared import DECLARATIONS, Environment, declared
+from shadowclone.environment.recipe import recipe_for
 from shadowclone.errors import PluginUnavailable, ShadowcloneError
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import (

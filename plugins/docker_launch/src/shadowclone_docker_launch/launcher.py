@@ -66,7 +66,7 @@ from shadowclone.plugin import (
     PluginUnavailable,
     Refused,
     contract,
-    prepare_image,
+    one_line,
 )
 
 from shadowclone_docker_launch import proxy
@@ -176,6 +176,8 @@ class DockerLauncher:
         """The repository's environment image, made on the clone image when it is missing."""
         if spec.environment is None:
             return spec
+        from shadowclone_docker_launch.environments import prepare_image
+
         return attrs.evolve(spec, image=prepare_image(spec.environment, spec.image, say, cancel))
 
     def launch(self, spec: LaunchSpec) -> None:
@@ -278,6 +280,30 @@ class DockerLauncher:
         return sorted(found, key=lambda status: status.clone_id)
 
     # ------------------------------------------------------------------ beyond the protocol
+
+    def host_address(self) -> str:
+        """Where host.docker.internal leads from a container of the image (the default
+        bridge's gateway), asked of a container."""
+        if self.image is None:
+            raise PluginUnavailable("the Docker launcher needs an image to ask for the host")
+        try:
+            output = self.client.containers.run(
+                self.image,
+                entrypoint=["getent", "ahostsv4", "host.docker.internal"],
+                command=[],
+                extra_hosts={"host.docker.internal": "host-gateway"},
+                remove=True,
+            )
+        except docker.errors.DockerException as error:
+            words = _explain(error) if isinstance(error, docker.errors.APIError) else str(error)
+            raise PluginUnavailable(
+                f"cannot run the image {self.image} ({one_line(words)}); build it with "
+                "`shadowclone image build` (`--demo` for the demo's)"
+            ) from None
+        found = bytes(output).decode(errors="replace").split()
+        if not found:
+            raise PluginUnavailable("Docker gives containers no address of this machine")
+        return found[0]
 
     def reap_strays(self) -> list[str]:
         """Remove what crashes left in this launcher's scope: containers of clones whose run

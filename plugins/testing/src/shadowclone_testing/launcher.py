@@ -312,6 +312,9 @@ class FakeLauncher:
         found = [self.status(name) for name in names if not name.startswith(".")]
         return [status for status in found if status.state is not LaunchState.MISSING]
 
+    def host_address(self) -> str:
+        return "127.0.0.1"  # a clone is a process of this machine
+
     def reap_strays(self) -> list[str]:
         """A clone process outlives nothing it needs removed: each keeps to its folder."""
         return []

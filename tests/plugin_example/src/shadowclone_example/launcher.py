@@ -119,6 +119,9 @@ class LocalLauncher:
             return []
         return [self.status(path.name) for path in sorted(self.state_dir.iterdir())]
 
+    def host_address(self) -> str:
+        return "127.0.0.1"  # a clone is a process of this machine
+
     def reap_strays(self) -> list[str]:
         return []  # a launch is one mkdir and one process: nothing is left half-made
 

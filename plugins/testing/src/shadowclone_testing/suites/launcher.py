@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import ipaddress
 import json
 import threading
 import time
@@ -189,6 +190,9 @@ class LauncherContract(abc.ABC):
         assert launcher.status("200101-000000-none").state is LaunchState.MISSING
         launcher.stop("200101-000000-none", grace_s=0)
         launcher.remove("200101-000000-none")
+
+    def test_it_names_the_address_where_clones_reach_this_machine(self, launcher: Launcher) -> None:
+        ipaddress.ip_address(launcher.host_address())
 
     def test_a_spec_with_no_environment_is_prepared_as_it_is(
         self, launcher: Launcher, root: Path

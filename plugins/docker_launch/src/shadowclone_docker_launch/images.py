@@ -1,7 +1,7 @@
-"""`shadowclone image build`: build the clone image on this machine.
+"""Building the clone image on this machine (`shadowclone image build`, commands.py).
 
 For owners who do not pull the published image, and for CI, where no registry is reachable.
-It builds the core's `image/Dockerfile` (shipped in its wheel) with the docker CLI (whose output
+It builds this plugin's `image/Dockerfile` (shipped in its wheel) with the docker CLI (whose output
 the owner wants to see live): the build context is that folder plus `packages/`, holding wheels
 of the shadowclone distributions and the pinned requirements of their dependencies. From a
 checkout, `uv build` makes the wheels and `uv.lock` pins the rest; from an installation, the
@@ -30,16 +30,12 @@ from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import attrs
-import click
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
 from shadowclone import __version__
-from shadowclone.cli.app import App, pass_app
-from shadowclone.config import load_config
-from shadowclone.config.schema import DEFAULT_IMAGE, DEMO_IMAGE
-from shadowclone.environment.build import Say, run_build
-from shadowclone.errors import ConfigError, ShadowcloneError
+from shadowclone.plugin import Refused
+
+from shadowclone_docker_launch.builds import Say, run_build
 
 DEFAULT_BASE = "debian:bookworm-slim"
 IMAGE_PACKAGES = ("shadowclone", "shadowclone-claude", "shadowclone-codex")
@@ -55,7 +51,7 @@ IMAGE_FILES = ("Dockerfile", "clone-entry")
 """What of image/ goes into the build context."""
 
 
-class ImageBuildError(ShadowcloneError):
+class ImageBuildError(Refused):
     """The image could not be built; the message says why and what to do."""
 
 
@@ -94,14 +90,16 @@ class BuildPlan:
 
 
 def image_files() -> Traversable:
-    """The Dockerfile, the entry point and the engine pins, shipped in the core's wheel."""
-    return resources.files("shadowclone") / "image"
+    """The Dockerfile, the entry point and the engine pins, shipped in this plugin's wheel."""
+    return resources.files("shadowclone_docker_launch") / "image"
+
+
+IMAGE_IN_SOURCE = Path("plugins", "docker_launch", "src", "shadowclone_docker_launch", "image")
+"""Where image/ is in a checkout."""
 
 
 def is_source(folder: Path) -> bool:
-    return (folder / "core" / "src" / "shadowclone" / "image" / "Dockerfile").is_file() and (
-        folder / "uv.lock"
-    ).is_file()
+    return (folder / IMAGE_IN_SOURCE / "Dockerfile").is_file() and (folder / "uv.lock").is_file()
 
 
 def find_source(start: Path | None = None) -> Path | None:
@@ -278,15 +276,6 @@ def _wheels(packages: Path, names: Sequence[str], *, optional: bool = False) -> 
     return " ".join(wheels)
 
 
-def default_tag(app: App) -> str:
-    """The image serve runs: the config's, or the default where there is no config yet."""
-    try:
-        config, _ = load_config(app.paths)
-    except ConfigError:
-        return DEFAULT_IMAGE
-    return config.image
-
-
 def build_image(
     tag: str,
     base: str = DEFAULT_BASE,
@@ -315,7 +304,7 @@ def build_image(
     source = source or find_source()
     if source is not None and not is_source(source):
         raise ImageBuildError(
-            f"{source} is not a shadowclone checkout (no core/src/shadowclone/image/Dockerfile)"
+            f"{source} is not a shadowclone checkout (no {IMAGE_IN_SOURCE}/Dockerfile)"
         )
     with tempfile.TemporaryDirectory(prefix="shadowclone-image-") as folder:
         context = Path(folder)
@@ -350,97 +339,3 @@ def build_image(
                     f"docker build of {STAGES[target]} {name} failed (exit {done.returncode}); "
                     "see above"
                 )
-
-
-ca_cert_option = click.option(
-    "--ca-cert",
-    "ca_certs",
-    multiple=True,
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="A PEM certificate authority to trust inside the image (a TLS-inspecting proxy).",
-)
-"""Extra certificate authorities for a build's downloads (`image build`, `env build`)."""
-
-
-@click.group()
-def image() -> None:
-    """The clone image: build it here if you do not pull the published one."""
-
-
-@image.command()
-@click.option("--tag", help="Name of the image to build (default: the config's `image`).")
-@click.option(
-    "--base",
-    default=DEFAULT_BASE,
-    show_default=True,
-    help="The Debian bookworm image to build on.",
-)
-@click.option(
-    "--source",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="A checkout of shadowclone to build the packages from (default: the one this "
-    "installation runs from, or else the installed distributions).",
-)
-@click.option(
-    "--network",
-    default="host",
-    show_default=True,
-    help="The network of the build's steps ('default' for Docker's own).",
-)
-@click.option("--platform", help="Target platforms, e.g. linux/amd64,linux/arm64 (buildx).")
-@click.option("--push", is_flag=True, help="Push the image after the build (buildx).")
-@click.option("--quiet", is_flag=True, help="Print only the image id.")
-@click.option(
-    "--demo",
-    is_flag=True,
-    help=f"Also build the demo image {DEMO_IMAGE}: the clone image with the scripted engine, "
-    "for `shadowclone demo --launcher docker`.",
-)
-@click.option(
-    "--demo-tag",
-    default=DEMO_IMAGE,
-    show_default=True,
-    help="Name of the demo image (with --demo).",
-)
-@ca_cert_option
-@pass_app
-def build(
-    app: App,
-    tag: str | None,
-    base: str,
-    source: Path | None,
-    network: str,
-    platform: str | None,
-    push: bool,
-    quiet: bool,
-    demo: bool,
-    demo_tag: str,
-    ca_certs: tuple[Path, ...],
-) -> None:
-    """Build the clone image, with the shadowclone installed here (or a checkout's) inside."""
-    tag = tag or default_tag(app)
-    build_image(
-        tag,
-        base,
-        source,
-        network=None if network == "default" else network,
-        platform=platform,
-        push=push,
-        quiet=quiet,
-        ca_certs=ca_certs,
-        demo_tag=demo_tag if demo else None,
-    )
-    if not quiet:
-        app.out.print(f"built {tag}" + (f" and {demo_tag}" if demo else ""))
-
-
-def main(argv: Sequence[str]) -> int:
-    """`python -m shadowclone.cli.image_cmd ARGS`: `shadowclone image ARGS`, for scripts that
-    run it with a given Python."""
-    from shadowclone.cli import main as cli_main
-
-    return cli_main(["image", *argv])
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

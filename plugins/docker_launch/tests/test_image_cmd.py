@@ -8,13 +8,18 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
-from shadowclone.cli import image_cmd
-from shadowclone.cli.image_cmd import (
+from shadowclone.plugin import DEMO_IMAGE
+from shadowclone_testing.harness import CliResult
+
+from shadowclone_docker_launch import commands
+from shadowclone_docker_launch.images import (
     DEMO_PACKAGES,
+    IMAGE_IN_SOURCE,
     IMAGE_PACKAGES,
     BuildPlan,
     ImageBuildError,
@@ -22,11 +27,11 @@ from shadowclone.cli.image_cmd import (
     find_source,
     prepare_context,
 )
-from shadowclone.config import Paths
-from shadowclone.config.schema import DEMO_IMAGE
 
-SOURCE = Path(__file__).resolve().parents[2]
+SOURCE = Path(__file__).resolve().parents[3]
 WORKFLOW = SOURCE / ".github" / "workflows" / "release.yml"
+pytestmark = pytest.mark.usefixtures("home")  # a config of its own, never the owner's
+
 PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 
 
@@ -43,7 +48,7 @@ def test_outside_a_checkout_there_is_no_source(tmp_path: Path) -> None:
 def test_the_engines_are_the_ones_install_engines_installs(tmp_path: Path) -> None:
     """scripts/install-engines reads the pins the image uses: the tests run the image's
     engines."""
-    pins = SOURCE / "core" / "src" / "shadowclone" / "image" / "engines.env"
+    pins = SOURCE / IMAGE_IN_SOURCE / "engines.env"
     text = pins.read_text(encoding="utf-8")
     found = dict(re.findall(r'^(CLAUDE_VERSION|CODEX_VERSION)="([^"]+)"', text, re.MULTILINE))
     assert engine_versions() == {
@@ -51,7 +56,7 @@ def test_the_engines_are_the_ones_install_engines_installs(tmp_path: Path) -> No
         "CODEX_VERSION": found["CODEX_VERSION"],
     }
     script = (SOURCE / "scripts" / "install-engines").read_text(encoding="utf-8")
-    assert 'source "$root/core/src/shadowclone/image/engines.env"' in script
+    assert f'source "$root/{IMAGE_IN_SOURCE}/engines.env"' in script
     assert "_VERSION=" not in script, "no second pin"
 
 
@@ -70,7 +75,7 @@ def test_the_context_holds_the_image_files_wheels_requirements_and_authorities(
     context.mkdir()
     packages = prepare_context(SOURCE, context, [cert])
 
-    image = SOURCE / "core" / "src" / "shadowclone" / "image"
+    image = SOURCE / IMAGE_IN_SOURCE
     assert (context / "Dockerfile").read_text() == (image / "Dockerfile").read_text()
     assert os.access(context / "clone-entry", os.X_OK)
     for argument, names in (
@@ -149,9 +154,11 @@ def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_image_build_runs_docker_build_on_the_prepared_context(
-    fake_docker: Path, home: Paths, capsys: pytest.CaptureFixture[str]
+    fake_docker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = image_cmd.main(["build", "--tag", "mine:dev", "--base", "shadowclone-base:bookworm"])
+    code = commands.main(
+        ["image", "build", "--tag", "mine:dev", "--base", "shadowclone-base:bookworm"]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "built mine:dev" in out
@@ -170,24 +177,21 @@ def test_image_build_runs_docker_build_on_the_prepared_context(
 
 
 def test_image_build_names_the_configs_image_by_default(
-    fake_docker: Path, home: Paths, capsys: pytest.CaptureFixture[str]
+    fake_docker: Path, cli: Callable[..., CliResult], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shadowclone.config import set_value
-
-    set_value(home, "image", '"registry.example/me/clone:7"')
-    assert image_cmd.main(["build"]) == 0
+    assert cli("config", "set", "image", '"registry.example/me/clone:7"').code == 0
+    assert commands.main(["image", "build"]) == 0
     argv = json.loads(fake_docker.read_text())["argv"]
     assert argv[argv.index("--tag") + 1] == "registry.example/me/clone:7"
 
 
 def test_a_failed_docker_build_is_one_line_and_exit_1(
     fake_docker: Path,
-    home: Paths,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("FAKE_DOCKER_EXIT", "3")
-    assert image_cmd.main(["build", "--tag", "x:1"]) == 1
+    assert commands.main(["image", "build", "--tag", "x:1"]) == 1
     _, err = capsys.readouterr()
     assert err.strip().splitlines()[-1] == (
         "shadowclone: docker build of the clone image x:1 failed (exit 3); see above"
@@ -195,9 +199,9 @@ def test_a_failed_docker_build_is_one_line_and_exit_1(
 
 
 def test_image_build_demo_builds_the_demo_stage_on_the_clone_image(
-    fake_docker: Path, home: Paths, capsys: pytest.CaptureFixture[str]
+    fake_docker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert image_cmd.main(["build", "--tag", "mine:dev", "--demo"]) == 0
+    assert commands.main(["image", "build", "--tag", "mine:dev", "--demo"]) == 0
     out, _ = capsys.readouterr()
     assert f"built mine:dev and {DEMO_IMAGE}" in out
     assert calls(fake_docker) == 2
@@ -208,9 +212,9 @@ def test_image_build_demo_builds_the_demo_stage_on_the_clone_image(
 
 
 def test_the_demo_image_is_never_pushed(
-    fake_docker: Path, home: Paths, capsys: pytest.CaptureFixture[str]
+    fake_docker: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert image_cmd.main(["build", "--tag", "x:1", "--demo", "--push"]) == 1
+    assert commands.main(["image", "build", "--tag", "x:1", "--demo", "--push"]) == 1
     _, err = capsys.readouterr()
     assert "drop --demo or --push" in err.strip().splitlines()[-1]
     assert not fake_docker.exists(), "nothing was built"
@@ -237,6 +241,6 @@ def test_the_release_workflow_builds_and_pushes_the_image_on_a_tag() -> None:
     build = next(s["run"] for s in steps if "image build" in s.get("run", ""))
     command = build.replace("\\\n", " ").split("uv run shadowclone image build", 1)[1]
     options = re.findall(r"(--[a-z-]+)", command)
-    known = {opt for param in image_cmd.build.params for opt in getattr(param, "opts", [])}
+    known = {opt for param in commands.build_command.params for opt in getattr(param, "opts", [])}
     assert set(options) <= known, f"options the command does not have: {set(options) - known}"
     assert {"--tag", "--push", "--platform"} <= set(options)

@@ -1,41 +1,31 @@
 """Building a repository's environment image: the declared base (an image, or a Dockerfile of
 the repository), the clone image's layers on it, then the declared variables and setup commands.
 
-Built with the docker CLI, by `shadowclone env build` ahead of time or by serve's launcher
-before a clone's first launch; tagged with a hash of everything it is made from, so it is
-built once per change of its inputs and found again by its tag.
+Built with the docker CLI, by `shadowclone env build` ahead of time or by the launcher's
+`prepare` before a clone's first launch; tagged with a hash of everything it is made from, so it
+is built once per change of its inputs and found again by its tag.
 """
 
 from __future__ import annotations
 
-import collections
 import json
-import os
 import re
-import shutil
-import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
+from shadowclone.plugin import (
+    Environment,
+    EnvironmentRecipe,
+    Refused,
+    declared_environment,
+    environment_image_tag,
+    files_in,
+)
 
-from shadowclone.config import Config, Paths
-from shadowclone.environment.declared import Environment, declared, image_tag
-from shadowclone.errors import Refused, ShadowcloneError
-from shadowclone.node.setups import environment_dir, files_in
-from shadowclone.plugin.types import EnvironmentRecipe
-
-Say = Callable[[str], None]
-"""Where a build's output lines go, one at a time; None: to this process's own output."""
-
-TAIL_LINES = 12
-"""How many of docker's last lines a failed build's error keeps."""
-
-
-class EnvironmentBuildError(ShadowcloneError):
-    """The environment's image could not be built."""
+from shadowclone_docker_launch.builds import Say, docker_cli, image_id, run_build
 
 
 @attrs.frozen
@@ -53,75 +43,7 @@ class ImagePlan:
     def tag(self) -> str | None:
         """The image's tag, or None while the clone image is not on this machine."""
         clone_id = image_id(self.clone_image)
-        return image_tag(self.repo, clone_id, self.files) if clone_id else None
-
-
-def _docker() -> str:
-    docker = shutil.which("docker")
-    if docker is None:
-        raise EnvironmentBuildError("building an environment needs the docker CLI")
-    return docker
-
-
-def image_id(image: str) -> str | None:
-    """The local id of `image`, or None where it is not here (or Docker cannot say)."""
-    docker = shutil.which("docker")
-    if docker is None:
-        return None
-    done = subprocess.run(
-        [docker, "image", "inspect", "--format", "{{.Id}}", image],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    return done.stdout.strip() or None if done.returncode == 0 else None
-
-
-def run_build(
-    argv: Sequence[str], what: str, say: Say | None, cancel: threading.Event | None = None
-) -> None:
-    """Run a docker build; its output goes to `say` line by line (None: to ours). A set
-    `cancel` ends it (docker then cancels the build)."""
-    if say is None:
-        done = subprocess.run(list(argv), check=False)
-        if done.returncode != 0:
-            raise EnvironmentBuildError(f"docker could not build {what} (exit {done.returncode})")
-        return
-    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-    process = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        env={**os.environ, "BUILDKIT_PROGRESS": "plain"},
-    )
-    ender = None
-    if cancel is not None:
-        ender = threading.Thread(target=_end_when, args=(cancel, process), daemon=True)
-        ender.start()
-    assert process.stdout is not None
-    with process.stdout:
-        for line in process.stdout:
-            text = line.rstrip()
-            if text:
-                tail.append(text)
-                say(text)
-    code = process.wait()
-    if cancel is not None and cancel.is_set():
-        raise EnvironmentBuildError(f"the build of {what} was cancelled")
-    if code != 0:
-        last = " | ".join(tail)
-        raise EnvironmentBuildError(f"docker could not build {what} (exit {code}): {last}")
-
-
-def _end_when(cancel: threading.Event, process: subprocess.Popen[str]) -> None:
-    while process.poll() is None:
-        if cancel.wait(0.2):
-            process.terminate()
-            return
+        return environment_image_tag(self.repo, clone_id, self.files) if clone_id else None
 
 
 def final_dockerfile(base: str, environment: Environment) -> str:
@@ -150,7 +72,7 @@ def ensure_image(
 ) -> tuple[str, bool]:
     """The tag of the plan's image, built first if it is not here; and whether it was
     built now."""
-    from shadowclone.cli.image_cmd import build_image
+    from shadowclone_docker_launch.images import build_image
 
     tag = plan.tag()
     if tag is None:
@@ -160,7 +82,7 @@ def ensure_image(
         )
     if image_id(tag) is not None:
         return tag, False
-    docker = _docker()
+    docker = docker_cli()
     environment, repo = plan.environment, plan.repo
     name, _, digest = tag.partition(":")
     net = ["--network", network] if network else []
@@ -190,9 +112,14 @@ def ensure_image(
     return tag, True
 
 
+def plan_for(recipe: EnvironmentRecipe, clone_image: str) -> ImagePlan:
+    """The plan of the environment setup kept for `recipe.repo`."""
+    return plan_from(recipe.repo, recipe.folder, files_in(recipe.folder), clone_image)
+
+
 def plan_from(repo: str, folder: Path, files: dict[str, str], clone_image: str) -> ImagePlan:
     """The recipe of the environment `files` declare; Refused when they declare none."""
-    environment = declared(files)
+    environment = declared_environment(files)
     if environment is None:
         raise Refused(
             f"setup kept no environment files for {repo}: run `shadowclone setup {repo}` again"
@@ -210,7 +137,7 @@ def prepare_image(
 ) -> str:
     """The image a clone of `recipe.repo` runs in, built on `clone_image` when it is missing;
     `say` hears what happens (each build step, not every line of its output)."""
-    plan = plan_from(recipe.repo, recipe.folder, files_in(recipe.folder), clone_image)
+    plan = plan_for(recipe, clone_image)
     source = plan.environment.source
 
     def steps(line: str) -> None:
@@ -226,15 +153,3 @@ def prepare_image(
     )
     say(f"built {tag}")
     return tag
-
-
-def recipe_for(config: Config, paths: Paths, repo: str) -> EnvironmentRecipe:
-    """What a launcher needs to make `repo`'s environment image, as the config says to build
-    it."""
-    network = config.environment.network
-    return EnvironmentRecipe(
-        repo=repo,
-        folder=environment_dir(paths, repo),
-        network=None if network == "default" else network,
-        ca_certs=tuple(Path(cert).expanduser() for cert in config.environment.ca_certs),
-    )

@@ -1,0 +1,91 @@
+"""Running docker builds: their output line by line to whoever follows them (a clone's
+progress, the owner's terminal), their last lines kept for the error, a cancel that ends them."""
+
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+
+from shadowclone.plugin import Refused
+
+Say = Callable[[str], None]
+"""Where a build's output lines go, one at a time; None: to this process's own output."""
+
+TAIL_LINES = 12
+"""How many of docker's last lines a failed build's error keeps."""
+
+
+class BuildError(Refused):
+    """An image could not be built; the message says why."""
+
+
+def docker_cli() -> str:
+    docker = shutil.which("docker")
+    if docker is None:
+        raise BuildError("building an environment needs the docker CLI")
+    return docker
+
+
+def image_id(image: str) -> str | None:
+    """The local id of `image`, or None where it is not here (or Docker cannot say)."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return None
+    done = subprocess.run(
+        [docker, "image", "inspect", "--format", "{{.Id}}", image],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def run_build(
+    argv: Sequence[str], what: str, say: Say | None, cancel: threading.Event | None = None
+) -> None:
+    """Run a docker build; its output goes to `say` line by line (None: to ours). A set
+    `cancel` ends it (docker then cancels the build)."""
+    if say is None:
+        done = subprocess.run(list(argv), check=False)
+        if done.returncode != 0:
+            raise BuildError(f"docker could not build {what} (exit {done.returncode})")
+        return
+    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    process = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env={**os.environ, "BUILDKIT_PROGRESS": "plain"},
+    )
+    ender = None
+    if cancel is not None:
+        ender = threading.Thread(target=_end_when, args=(cancel, process), daemon=True)
+        ender.start()
+    assert process.stdout is not None
+    with process.stdout:
+        for line in process.stdout:
+            text = line.rstrip()
+            if text:
+                tail.append(text)
+                say(text)
+    code = process.wait()
+    if cancel is not None and cancel.is_set():
+        raise BuildError(f"the build of {what} was cancelled")
+    if code != 0:
+        last = " | ".join(tail)
+        raise BuildError(f"docker could not build {what} (exit {code}): {last}")
+
+
+def _end_when(cancel: threading.Event, process: subprocess.Popen[str]) -> None:
+    while process.poll() is None:
+        if cancel.wait(0.2):
+            process.terminate()
+            return
