@@ -5,13 +5,10 @@ point's command; the test fakes and the scripted engine only in the demo image o
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import docker
 from shadowclone import __version__
-from shadowclone_docker_launch.images import engine_versions
 
-SOURCE = Path(__file__).resolve().parents[2]
+from shadowclone_docker_launch.images import engine_versions
 
 
 def run(client: docker.DockerClient, image: str, *command: str) -> str:
