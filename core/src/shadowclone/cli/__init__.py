@@ -115,29 +115,42 @@ COMMANDS_GROUP = "shadowclone.commands"
 Entry points are read only for a name that is not built in, and for `--help`."""
 
 
-def plugin_commands() -> dict[str, EntryPoint]:
-    """The commands plugins add, by name; a built-in name is never taken."""
+def plugin_commands() -> dict[str, list[EntryPoint]]:
+    """The commands plugins add, by name, with every entry point that claims each; a built-in
+    name is never taken."""
     from importlib.metadata import entry_points
 
-    found: dict[str, EntryPoint] = {}
+    found: dict[str, list[EntryPoint]] = {}
     for entry in entry_points(group=COMMANDS_GROUP):
-        if entry.name not in COMMANDS:
-            found.setdefault(entry.name, entry)
-    return found
+        claims = found.setdefault(entry.name, [])
+        if entry.name not in COMMANDS and all(
+            (_owner(other), other.value) != (_owner(entry), entry.value) for other in claims
+        ):
+            claims.append(entry)
+    return {name: claims for name, claims in found.items() if claims}
 
 
-def load_plugin_command(entry: EntryPoint) -> click.Command:
-    """The click command of a plugin's entry point, or ShadowcloneError saying whose it is."""
-    owner = f"{entry.dist.name} {entry.dist.version}" if entry.dist else "a plugin"
+def _owner(entry: EntryPoint) -> str:
+    return f"{entry.dist.name} {entry.dist.version}" if entry.dist else "a plugin"
+
+
+def load_plugin_command(name: str, claims: list[EntryPoint]) -> click.Command:
+    """The click command a plugin adds as `name`, or PluginUnavailable saying whose it is and
+    what is wrong (two plugins claim it, it does not import, it is not a click command)."""
+    if len(claims) > 1:
+        owners = " and ".join(sorted(_owner(entry) for entry in claims))
+        raise PluginUnavailable(f"the command {name} is claimed by {owners}: uninstall one")
+    (entry,) = claims
     try:
         command = entry.load()
     except Exception as error:  # noqa: BLE001 - whatever a plugin raises on import
         raise PluginUnavailable(
-            f"the command {entry.name} of {owner} cannot load: {error!r}"
+            f"the command {name} of {_owner(entry)} cannot load: {error!r}"
         ) from None
     if not isinstance(command, click.Command):
         raise PluginUnavailable(
-            f"the command {entry.name} of {owner} is {type(command).__name__}, not a click command"
+            f"the command {name} of {_owner(entry)} is {type(command).__name__}, "
+            "not a click command"
         )
     return command
 
@@ -150,8 +163,8 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMANDS:
-            entry = plugin_commands().get(cmd_name)
-            return None if entry is None else load_plugin_command(entry)
+            claims = plugin_commands().get(cmd_name)
+            return None if claims is None else load_plugin_command(cmd_name, claims)
         module, attribute, _ = COMMANDS[cmd_name]
         command = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
         assert isinstance(command, click.Command)
@@ -159,9 +172,9 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in COMMANDS]
-        for name, entry in plugin_commands().items():
+        for name, claims in plugin_commands().items():
             try:
-                summary = load_plugin_command(entry).get_short_help_str(limit=300)
+                summary = load_plugin_command(name, claims).get_short_help_str(limit=300)
             except PluginUnavailable as error:
                 summary = f"(unavailable: {error})"
             rows.append((name, summary))
