@@ -1,8 +1,12 @@
-"""The fake launcher and the scripted engine: whole clones with no Docker and no model.
+"""shadowclone's testing kit. As a plugin it offers the fake launcher and the scripted engine:
+whole clones with no Docker and no model (the demo runs on them). The fake launcher runs the
+run program as a local process with the folders a container would see; the scripted engine
+follows a small script instead of asking a model.
 
-The fake launcher runs the run program as a local process with the folders a container would
-see; the scripted engine follows a small script instead of asking a model. The demo and the
-tests use both.
+For tests it ships the fakes (`fakes.github`, `fakes.models`), the contract suites a plugin's
+tests subclass (`suites.engine`, `suites.launcher`), the pytest plugin with the fixtures
+(`pytest_plugin`, loaded by itself) and the helpers tests share (`harness`, `serving`,
+`containers`, `hostile`, `web`, `mcp_client`, `installs`, `owner`).
 """
 
 from __future__ import annotations
