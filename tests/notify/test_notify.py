@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import importlib
 import json
 import os
 import threading
@@ -36,8 +37,8 @@ from shadowclone.node.schemas import (
     Via,
 )
 from shadowclone.notify.builtin import SIGNATURE_HEADER
-from shadowclone.notify.dispatch import Dispatcher, notable
-from shadowclone.plugin import LaunchSpec, Notification, NotifyEvent
+from shadowclone.notify.dispatch import Dispatcher, make_dispatcher, notable
+from shadowclone.plugin import LaunchSpec, Notification, NotifyEvent, load_registry
 from shadowclone_testing.launcher import FakeLauncher, default_state_dir
 from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import FAST, Scripts, serving, wait_state, wait_until
@@ -373,3 +374,46 @@ def test_a_pause_at_a_cap_and_a_schedule_are_told_as_such(
     paused, scheduled, _ = receiver.bodies()
     assert paused["question_id"] == "q7" and "paused at a cap" in paused["title"]
     assert f"until {until.astimezone():%H:%M}" in scheduled["text"]
+
+
+BROKEN_NOTIFIER = """
+from shadowclone.plugin import NotifierRegistration, hookimpl
+
+GOT = []
+
+
+class Kept:
+    def __init__(self, context):
+        pass
+
+    def notify(self, notification):
+        GOT.append(notification.clone_id)
+
+
+def broken(context):
+    raise RuntimeError("this plugin's factory is broken")
+
+
+@hookimpl
+def shadowclone_notifiers():
+    yield NotifierRegistration(name="kept", summary="keeps what it gets", factory=Kept)
+    yield NotifierRegistration(name="broken", summary="cannot be built", factory=broken)
+"""
+
+
+def test_a_notifier_whose_factory_raises_anything_is_left_out_and_the_others_work(
+    node: LocalNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    (tmp_path / "mod_notifiers.py").write_text(BROKEN_NOTIFIER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    node = configured(node, notify__use='["broken", "kept"]')
+    registry = load_registry(builtins=("mod_notifiers",), entry_points=())
+    dispatcher = make_dispatcher(node.config, node.paths, registry, (0.01,))
+    assert dispatcher is not None
+    try:
+        assert "notifier broken is left out: this plugin's factory is broken" in caplog.text
+        dispatcher.put(Notification(NotifyEvent.DONE, "c1", "acme/app#1", "done", "done"))
+        kept = importlib.import_module("mod_notifiers")
+        wait_until(lambda: kept.GOT == ["c1"], "the notifier that could be built to be told")
+    finally:
+        dispatcher.close()

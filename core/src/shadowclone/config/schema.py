@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from shadowclone import __version__
+from shadowclone.plugin.types import NotifyEvent
 
 DEFAULT_IMAGE = f"ghcr.io/shadowclone/clone:{__version__}"
 DEMO_IMAGE = f"shadowclone-demo:{__version__}"
@@ -99,15 +100,8 @@ class EnvironmentConfig:
     proxy in front of the registries)."""
 
 
-NOTIFY_EVENTS = (
-    "question",
-    "paused",
-    "scheduled",
-    "done",
-    "failed",
-    "stopped",
-    "launch-failed",
-)
+NOTIFY_EVENTS = tuple(str(event) for event in NotifyEvent)
+"""What `[notify] events` may name."""
 
 
 @attrs.frozen

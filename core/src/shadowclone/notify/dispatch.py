@@ -194,7 +194,7 @@ def make_dispatcher(
             registration = registry.notifier(name)
             context = NotifierContext(options=config.notify.options.get(name, {}), folder=folder)
             notifiers[name] = registration.factory(context)
-        except (ShadowcloneError, OSError) as error:
+        except Exception as error:  # noqa: BLE001 - a plugin's factory may raise anything
             log.error("notifier %s is left out: %s", name, error)
     if not notifiers:
         return None
