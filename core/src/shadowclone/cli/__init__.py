@@ -6,6 +6,7 @@ operation, 2 for bad input. Nothing prints a traceback for those.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from typing import TYPE_CHECKING
@@ -115,9 +116,11 @@ COMMANDS_GROUP = "shadowclone.commands"
 Entry points are read only for a name that is not built in, and for `--help`."""
 
 
+@functools.cache
 def plugin_commands() -> dict[str, list[EntryPoint]]:
     """The commands plugins add, by name, with every entry point that claims each; a built-in
-    name is never taken."""
+    name is never taken. Read once per process: the help, the usage line and the command's
+    lookup all ask."""
     from importlib.metadata import entry_points
 
     found: dict[str, list[EntryPoint]] = {}
