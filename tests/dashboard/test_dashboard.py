@@ -3,19 +3,31 @@ for one answer, the node's own rules on every action, and no secret on any page.
 
 from __future__ import annotations
 
+import html
+import os
 import re
+import subprocess
+import sys
 
+import httpx2
 import pytest
 from shadowclone.config import Paths
-from shadowclone.dashboard.keys import answer_url
+from shadowclone.dashboard.keys import answer_url, load_token, token_file
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import InboxKind, ProgressKind, ProgressLine, State, Step, Via
+from shadowclone.node.schemas import (
+    InboxKind,
+    ProgressKind,
+    ProgressLine,
+    Record,
+    State,
+    Step,
+    Via,
+)
+from shadowclone_testing.harness import CLI_PROGRAM
 from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, serving, wait_state, wait_until
-from shadowclone_testing.web import PLANTED, Site
-
-"""A token of a known shape a hostile clone printed into its progress."""
+from shadowclone_testing.web import PLANTED, Site, free_port
 
 
 def csrf_of(page: str) -> str:
@@ -156,3 +168,53 @@ def test_the_list_streams_a_new_clone_as_it_comes(
             "the next snapshot",
         )
         assert clone.id in found
+
+
+@pytest.mark.parametrize(
+    ("pr_url", "linked"),
+    [
+        ("https://github.com/acme/app/pull/7", True),
+        ("javascript:alert(document.cookie)", False),
+        ("JavaScript:alert(1)", False),
+        ("data:text/html,<script>alert(1)</script>", False),
+    ],
+)
+def test_a_pull_request_is_a_link_only_to_the_web(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site, pr_url: str, linked: bool
+) -> None:
+    """The record is the clone's word: its pull request's URL is shown, and linked only when
+    it is an http(s) URL."""
+    clone = node.start("acme/app#1")
+    record = Record(id=clone.id, state=State.DONE, pr_url=pr_url)
+    RunFolder(home.clones_dir / clone.id).write_record(record)
+    with site.logged_in() as browser:
+        shown = browser.get(f"/clones/{clone.id}").text
+    assert ("<a href='" + html.escape(pr_url, quote=True) in shown) is linked
+    assert "pull request" in shown
+
+
+def test_the_dashboard_command_serves_and_never_prints_its_token(home: Paths) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-c", CLI_PROGRAM, "dashboard", "--port", str(port)]
+    server = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+
+        def answers() -> bool:
+            try:
+                return httpx2.get(f"{url}/", timeout=2).status_code == 401
+            except httpx2.HTTPError:
+                return False
+
+        wait_until(answers, "the dashboard to answer")
+        token, made = load_token(home, create=False)
+        assert not made
+        login = httpx2.get(f"{url}/login", params={"token": token}, timeout=5)
+        assert login.status_code == 303
+    finally:
+        server.terminate()
+        output = server.communicate(timeout=30)[0].decode()
+    assert f"the dashboard serves {url}; its token is new, in {token_file(home)}" in output
+    assert "login?token=$(cat " in output
+    assert token not in output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from shadowclone.cli.app import App, pass_app
@@ -21,15 +23,15 @@ def dashboard(app: App, host: str | None, port: int | None) -> None:
     host = host or config.dashboard.host
     port = port or config.dashboard.port
     token, made = load_token(paths)
-    server = make_server(config, paths, host, port)
+    server = make_server(config, paths, host, port, token)
     address = f"http://{host}:{port}"
-    if made:  # shown this once; it stays in the file
-        app.out.print(f"open {address}/login?token={token}", markup=False, highlight=False)
-    else:
-        app.out.print(
-            f"the dashboard serves {address}: log in at {address}/login?token=TOKEN, the "
-            f"token being in {token_file(paths)}",
-            markup=False,
-            highlight=False,
-        )
+    # The token is never printed (a terminal's scrollback is no place for it): the line opens
+    # the dashboard with the file's content.
+    app.out.print(
+        f"the dashboard serves {address}"
+        + (f"; its token is new, in {token_file(paths)}" if made else "")
+        + f'\nlog in: open "{address}/login?token=$(cat {shlex.quote(str(token_file(paths)))})"',
+        markup=False,
+        highlight=False,
+    )
     server.run()

@@ -262,7 +262,13 @@ class Dashboard:
         return page(f"shadowclone: {view.id}", body, script)
 
     def _summary(self, view: CloneView) -> str:
-        pr = f" · <a href='{e(view.pr_url)}'>pull request</a>" if view.pr_url else ""
+        pr = ""
+        if view.pr_url and urlsplit(view.pr_url).scheme in ("http", "https"):
+            # A link only to the web: the record is the clone's word, and a `javascript:` URL
+            # would run in this page.
+            pr = f" · <a href='{e(view.pr_url)}'>pull request</a>"
+        elif view.pr_url:
+            pr = f" · pull request {e(view.pr_url)}"
         stop = " (stop requested)" if view.stop_requested and view.state.active else ""
         waiting = (
             f"<div class='muted'>waits for {e(view.waiting_for)}</div>"
@@ -322,7 +328,7 @@ class Dashboard:
             nonlocal offset
             shown = request.query_params.get("seen")  # what the page shows already
             while not await request.is_disconnected():
-                lines, _, offset = await asyncio.to_thread(_progress, folder, offset)
+                lines, _, offset = await asyncio.to_thread(folder.progress, offset)
                 for line in lines:
                     yield {"event": "line", "data": json.dumps({"html": _line(line)})}
                 view = await asyncio.to_thread(self.node.get, folder.id, 1)
@@ -400,10 +406,6 @@ class Dashboard:
 def _digest(*parts: str) -> str:
     """A short name for what a page shows, so its stream sends only what changed."""
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-
-
-def _progress(folder: RunFolder, offset: int) -> tuple[list[ProgressLine], list[str], int]:
-    return folder.progress(offset)
 
 
 def _line(line: ProgressLine) -> str:

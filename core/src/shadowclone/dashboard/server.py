@@ -15,8 +15,11 @@ from shadowclone.node.local import LocalNode
 log = logging.getLogger(__name__)
 
 
-def make_server(config: Config, paths: Paths, host: str, port: int) -> uvicorn.Server:
-    token, _ = load_token(paths)
+def make_server(
+    config: Config, paths: Paths, host: str, port: int, token: str | None = None
+) -> uvicorn.Server:
+    """The dashboard's server; `token`: the one already read (else it is read now)."""
+    token = token if token is not None else load_token(paths)[0]
     app = build_app(LocalNode(config, paths), token, origin=config.dashboard.url)
     settings = uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
