@@ -23,6 +23,9 @@ from shadowclone.plugin import CloneStatus, LaunchSpec, LaunchState, Refused, co
 
 RUN_PROGRAM = ("shadowclone-run",)
 TAIL_BYTES = 4000
+LAUNCH_GRACE_S = 30.0
+"""How long a clone's folder may be without its keeper's pid before its launch counts as dead
+(the launching process died between making the folder and starting the keeper)."""
 
 
 class LocalLauncher:
@@ -33,9 +36,11 @@ class LocalLauncher:
         self,
         state_dir: Path,
         command_for: Callable[[LaunchSpec], Sequence[str] | None] | None = None,
+        launch_grace_s: float = LAUNCH_GRACE_S,
     ) -> None:
         self.state_dir = state_dir
         self.command_for = command_for
+        self.launch_grace_s = launch_grace_s
 
     def check(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -72,7 +77,9 @@ class LocalLauncher:
             start_new_session=True,
         )
         started = psutil.Process(keeper.pid).create_time()
-        (folder / "keeper").write_text(f"{keeper.pid} {started}\n", encoding="utf-8")
+        written = folder / "keeper.new"  # whole or absent: a reader never sees half of it
+        written.write_text(f"{keeper.pid} {started}\n", encoding="utf-8")
+        written.replace(folder / "keeper")
 
     def _keeper(self, clone_id: str) -> psutil.Process | None:
         try:
@@ -92,9 +99,18 @@ class LocalLauncher:
         exit_file = folder / "exit"
         if exit_file.exists():
             return CloneStatus(clone_id, LaunchState.EXITED, int(exit_file.read_text()), tail)
-        if self._keeper(clone_id) is not None or not (folder / "keeper").exists():
+        if self._keeper(clone_id) is not None or self._launching(folder):
             return CloneStatus(clone_id, LaunchState.RUNNING, None, tail)
         return CloneStatus(clone_id, LaunchState.EXITED, None, tail)  # the keeper was killed
+
+    def _launching(self, folder: Path) -> bool:
+        """A launch under way: the folder is made, the keeper's pid not written yet."""
+        if (folder / "keeper").exists():
+            return False
+        try:
+            return time.time() - folder.stat().st_mtime < self.launch_grace_s
+        except FileNotFoundError:
+            return False
 
     def stop(self, clone_id: str, grace_s: float = 10.0) -> None:
         keeper = self._keeper(clone_id)
@@ -123,7 +139,15 @@ class LocalLauncher:
         return "127.0.0.1"  # a clone is a process of this machine
 
     def reap_strays(self) -> list[str]:
-        return []  # a launch is one mkdir and one process: nothing is left half-made
+        """The folders of launches that died before their keeper started."""
+        if not self.state_dir.is_dir():
+            return []
+        found = []
+        for folder in sorted(self.state_dir.iterdir()):
+            if not (folder / "keeper").exists() and not self._launching(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+                found.append(f"the half-made launch {folder}")
+        return found
 
     def traces(self, clone_id: str) -> list[str]:
         folder = self.state_dir / clone_id
