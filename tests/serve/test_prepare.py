@@ -13,7 +13,7 @@ from shadowclone.config import Paths
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, State, Step
-from shadowclone.plugin import LaunchSpec, Outcome
+from shadowclone.plugin import LaunchSpec, Outcome, contract
 from shadowclone_testing.harness import set_up
 from shadowclone_testing.launcher import FakeLauncher, default_state_dir
 from shadowclone_testing.scripts import Play, Script
@@ -191,3 +191,17 @@ def test_the_fake_launcher_says_it_builds_no_environment_and_runs_the_clone(
     assert lines and "runs no image" in lines[0]
     progress, _, _ = RunFolder(home.clones_dir / clone.id).progress()
     assert progress[0].step is Step.PREPARE and progress[0].kind is ProgressKind.NOTE
+
+
+def test_serve_hands_the_launcher_the_run_contract(
+    node: LocalNode, home: Paths, ready: Scripts, launcher: PreparingLauncher
+) -> None:
+    """What every launcher gets from serve: the clone's id in `env`, its labels and folders."""
+    ready.set("acme/app#1", Script(play=Play.FINISH))
+    clone = node.start("acme/app#1")
+    with serving(node, launcher=launcher):
+        wait_state(home, clone.id, State.DONE)
+    spec = launcher.launched[clone.id]
+    assert spec.env == {contract.CLONE_ID_VARIABLE: clone.id}
+    assert spec.labels == {contract.LABEL_CLONE: clone.id, contract.LABEL_TARGET: "acme/app#1"}
+    assert (spec.run_folder, spec.secrets_file) == (home.clones_dir / clone.id, home.secrets_file)

@@ -43,6 +43,9 @@ FAIL_EXIT_CODE = 3
 HANG_NOTE = "hanging until stopped"
 """The progress line a hanging clone writes once it is ready to be stopped."""
 SECRET = "sk-contract-5e1b9d"
+MARK_VARIABLE = "SHADOWCLONE_CONTRACT_MARK"
+MARK = "mark-7c21"
+"""A variable of the spec's `env`, which the clone must find in its environment."""
 
 
 class Behaviour(enum.Enum):
@@ -150,6 +153,7 @@ class LauncherContract(abc.ABC):
             secrets_file=self.secrets_file(root),
             image=self.image,
             labels={"shadowclone.clone": clone_id, "shadowclone.target": f"contract/app#{number}"},
+            env={MARK_VARIABLE: MARK},
         )
 
     def launched(self, launcher: Launcher, root: Path, behaviour: Behaviour, number: int) -> str:
@@ -301,3 +305,4 @@ class LauncherContract(abc.ABC):
         leaked = [name for name, value in seen["env"].items() if SECRET in value]
         assert leaked == [], f"secret in the clone's environment: {leaked}"
         assert seen["env"].get("SHADOWCLONE_RUN_FOLDER"), "the clone is told its run folder"
+        assert seen["env"].get(MARK_VARIABLE) == MARK, "the spec's env reaches the clone"
