@@ -150,29 +150,19 @@ class Agent:
         return await self.mcp.call(name, arguments, self.settings.tool_timeout_s)
 
     def interrupted(self, text: str) -> None:
-        """The owner's message ends the turn: every tool call without a result gets one, and
-        the message joins the last user message (the API wants turns to alternate)."""
-        last = self.messages[-1] if self.messages else None
-        if last is not None and last["role"] == "assistant":
-            uses = [b for b in last["content"] if b["type"] == "tool_use"]
-            last = {"role": "user", "content": []}
-            self.messages.append(last)
-            last["content"].extend(
-                {"type": "tool_result", "tool_use_id": use["id"], "content": INTERRUPTED}
-                for use in uses
-            )
-        elif last is not None and last["role"] == "user":
-            answered = {b.get("tool_use_id") for b in last["content"]}
-            previous = self.messages[-2]["content"] if len(self.messages) > 1 else []
-            last["content"].extend(
-                {"type": "tool_result", "tool_use_id": use["id"], "content": INTERRUPTED}
-                for use in previous
-                if use.get("type") == "tool_use" and use["id"] not in answered
-            )
-        if last is None:
-            last = {"role": "user", "content": []}
-            self.messages.append(last)
-        last["content"].append({"type": "text", "text": text})
+        """The owner's message ends the turn, which always stands at a user message then (the
+        prompt, or the results of the tool calls under way, appended before they run): every
+        tool call without a result gets one, and the message joins that user message (the
+        API wants turns to alternate)."""
+        last = self.messages[-1]
+        answered = {block.get("tool_use_id") for block in last["content"]}
+        asked = self.messages[-2]["content"] if len(self.messages) > 1 else []
+        last["content"].extend(
+            {"type": "tool_result", "tool_use_id": use["id"], "content": INTERRUPTED}
+            for use in asked
+            if use.get("type") == "tool_use" and use["id"] not in answered
+        )
+        self.begin(text)
 
     def begin(self, text: str) -> None:
         if self.messages and self.messages[-1]["role"] == "user":
