@@ -244,3 +244,18 @@ def test_the_release_workflow_builds_and_pushes_the_image_on_a_tag() -> None:
     known = {opt for param in commands.build_command.params for opt in getattr(param, "opts", [])}
     assert set(options) <= known, f"options the command does not have: {set(options) - known}"
     assert {"--tag", "--push", "--platform"} <= set(options)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "words"),
+    [
+        (["env", "show", "not a repository"], 2, "shadowclone: "),
+        (["env", "show", "acme/never-set-up"], 1, "shadowclone: acme/never-set-up is not set up"),
+    ],
+)
+def test_the_commands_run_by_scripts_end_bad_input_in_one_line(
+    argv: list[str], code: int, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert commands.main(argv) == code
+    err = capsys.readouterr().err
+    assert err.startswith(words) and len(err.strip().splitlines()) == 1, err

@@ -84,9 +84,10 @@ class DesktopNotifier:
             argv += ["--", notification.title, body]
         else:
             assert self.osascript is not None
+            # AppleScript strings take \" and \\ as JSON writes them, not \u escapes.
             script = (
-                f"display notification {json.dumps(body)} with title "
-                f"{json.dumps(notification.title)}"
+                f"display notification {json.dumps(body, ensure_ascii=False)} with title "
+                f"{json.dumps(notification.title, ensure_ascii=False)}"
             )
             argv = [self.osascript, "-e", script]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)

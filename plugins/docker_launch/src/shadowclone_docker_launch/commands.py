@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import click
-from shadowclone.plugin import DEFAULT_IMAGE, DEMO_IMAGE, ConfigError, Refused
+from shadowclone.plugin import (
+    DEFAULT_IMAGE,
+    DEMO_IMAGE,
+    BadInput,
+    ConfigError,
+    MalformedFile,
+    PluginUnavailable,
+    Refused,
+)
 
 DEFAULT_BASE = "debian:bookworm-slim"
 """The Debian bookworm image the clone image is built on."""
@@ -238,7 +246,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         cli = click.Group(commands={"image": image, "env": env})
         cli.main(args=list(argv), prog_name="shadowclone", standalone_mode=False)
-    except Refused as error:
+    except (Refused, BadInput, MalformedFile, PluginUnavailable) as error:
         click.echo(f"shadowclone: {error}", err=True)
         return error.exit_code
     except click.ClickException as error:

@@ -12,7 +12,7 @@ import json
 import re
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -69,9 +69,10 @@ def ensure_image(
     ca_certs: Sequence[Path] = (),
     say: Say | None = None,
     cancel: threading.Event | None = None,
+    building: Callable[[], None] | None = None,
 ) -> tuple[str, bool]:
-    """The tag of the plan's image, built first if it is not here; and whether it was
-    built now."""
+    """The tag of the plan's image, built first if it is not here (`building` is told before
+    the build starts); and whether it was built now."""
     from shadowclone_docker_launch.images import build_image
 
     tag = plan.tag()
@@ -82,6 +83,8 @@ def ensure_image(
         )
     if image_id(tag) is not None:
         return tag, False
+    if building is not None:
+        building()
     docker = docker_cli()
     environment, repo = plan.environment, plan.repo
     name, _, digest = tag.partition(":")
@@ -144,12 +147,17 @@ def prepare_image(
         if STEP.match(line):
             say(line[:300])
 
-    tag = plan.tag()
-    if tag is not None and image_id(tag) is not None:
-        return tag
-    say(f"building the environment {recipe.repo} declares in {source}: once per change of it")
-    tag, _ = ensure_image(
-        plan, network=recipe.network, ca_certs=recipe.ca_certs, say=steps, cancel=cancel
+    def building() -> None:
+        say(f"building the environment {recipe.repo} declares in {source}: once per change of it")
+
+    tag, built = ensure_image(
+        plan,
+        network=recipe.network,
+        ca_certs=recipe.ca_certs,
+        say=steps,
+        cancel=cancel,
+        building=building,
     )
-    say(f"built {tag}")
+    if built:
+        say(f"built {tag}")
     return tag
