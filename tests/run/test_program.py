@@ -4,6 +4,7 @@ against the scripted fake model server, real git, and the fake GitHub over HTTP.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import psutil
 import pytest
 from shadowclone import files
 from shadowclone.node.runfolder import RunFolder
@@ -594,3 +596,53 @@ class TestPrices:
         assert all(u.cost_usd == u.input_tokens + u.output_tokens for u in usages)
         total = sum(u.cost_usd or 0 for u in usages)
         assert f"${total:.4f}" in (lines[-1].report or "")
+
+
+class TestEarlyStart:
+    """Codex starts early (`StartsEarly`): its program runs while the run program reads the
+    target and clones the workspace, and the session opens in the workspace once it is
+    ready; a clone that ends or hands on before its engine's turn leaves no engine running."""
+
+    engine_binaries = ("codex",)
+
+    def test_the_early_engine_works_in_the_workspace(
+        self, world: World, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Read the readme")
+        caplog.set_level(logging.INFO)
+        with models(Shell("pwd && cat README.md"), Text("Read it.")) as server:
+            folder = world.on("codex", number, server)
+            code, lines = world.run(folder)
+            second = [r for r in server.model_requests() if r.api == "openai"][1]
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE), [line.text for line in lines]
+        messages = [record.getMessage() for record in caplog.records]
+        started = [text for text in messages if "started codex app-server" in text]
+        assert len(started) == 1 and f"{folder.path}/engine/state-" in started[0], started
+        assert "the engine started early, beside the target and workspace steps" in messages
+        # The program started before the workspace existed; its session works there.
+        results = "\n".join(second.tool_results())
+        assert str((folder.path / "workspace").resolve()) in results and "# app" in results
+
+    @pytest.mark.parametrize("ending", ["handed on", "stopped"])
+    def test_an_engine_started_early_is_ended_when_the_clone_goes_another_way(
+        self, world: World, ending: str
+    ) -> None:
+        gh = world.github
+        author = "stranger" if ending == "handed on" else "owner"
+        number = gh.create_issue("owner/app", author=author, title="Early end")
+        before = {child.pid for child in psutil.Process().children()}
+        with models(Text("Done.")) as server:
+            folder = world.on("codex", number, server)
+            if ending == "stopped":
+                folder.write_stop(StopMarker())
+                code = asyncio.run(run_clone(folder, world.secrets()))
+                lines, _, _ = folder.progress()
+                assert (code, lines[-1].outcome) == (0, Outcome.STOPPED)
+                assert server.model_requests() == []
+            else:
+                code = asyncio.run(run_clone(folder, world.secrets()))
+                assert code == 0 and folder.handoff() is not None  # the engine works next phase
+        left = [child for child in psutil.Process().children() if child.pid not in before]
+        _gone, alive = psutil.wait_procs(left, timeout=5)
+        assert not alive, f"an engine started early outlived its phase: {alive}"

@@ -8,16 +8,18 @@ import tomllib
 import attrs
 import pytest
 from shadowclone.plugin import (
+    EarlyStart,
     Engine,
     EngineSession,
     EngineTask,
     Outcome,
     Refused,
+    StartsEarly,
     TextEvent,
     TurnEndedEvent,
 )
 from shadowclone_testing.fakes.models import FAKE_MODEL, CallTool, FakeModelServer, Text
-from shadowclone_testing.suites.engine import EngineScenarios, Harness
+from shadowclone_testing.suites.engine import EarlyStartScenarios, Harness
 
 from shadowclone_codex import shadowclone_engines
 from shadowclone_codex.config import ASK_SERVER, config_document
@@ -35,8 +37,27 @@ class WithModel:
     engine: Engine
     model: str
 
+    def _with_model(self, task: EngineTask) -> EngineTask:
+        return attrs.evolve(task, model=task.model or self.model)
+
     async def launch(self, task: EngineTask) -> EngineSession:
-        return await self.engine.launch(attrs.evolve(task, model=task.model or self.model))
+        return await self.engine.launch(self._with_model(task))
+
+    async def start_early(self, task: EngineTask) -> EarlyStart:
+        assert isinstance(self.engine, StartsEarly)
+        return EarlyWithModel(await self.engine.start_early(self._with_model(task)), self)
+
+
+@attrs.frozen
+class EarlyWithModel:
+    early: EarlyStart
+    engine: WithModel
+
+    async def launch(self, task: EngineTask) -> EngineSession:
+        return await self.early.launch(self.engine._with_model(task))
+
+    async def discard(self) -> None:
+        await self.early.discard()
 
 
 def codex_engine() -> Engine:
@@ -44,7 +65,7 @@ def codex_engine() -> Engine:
     return WithModel(registration.factory(), FAKE_MODEL)
 
 
-class TestCodex(EngineScenarios):
+class TestCodex(EarlyStartScenarios):
     engine_binaries = ("codex",)
 
     def make_engine(self) -> Engine:

@@ -14,6 +14,7 @@ from shadowclone.plugin import contract
 from shadowclone.plugin.spec import PROJECT
 from shadowclone.plugin.types import (
     CloneStatus,
+    EarlyStart,
     Engine,
     EngineEvent,
     EngineLimits,
@@ -41,6 +42,7 @@ from shadowclone.plugin.types import (
     ReviewStageRegistration,
     Secret,
     SecretProviderRegistration,
+    StartsEarly,
     TextEvent,
     ToolUseEvent,
     TurnEndedEvent,
@@ -134,6 +136,7 @@ __all__ = [
     "BadInput",
     "CloneStatus",
     "ConfigError",
+    "EarlyStart",
     "Engine",
     "EngineEvent",
     "EngineLimits",
@@ -171,6 +174,7 @@ __all__ = [
     "ReviewStageRegistration",
     "Secret",
     "SecretProviderRegistration",
+    "StartsEarly",
     "TextEvent",
     "ToolUseEvent",
     "TurnEndedEvent",

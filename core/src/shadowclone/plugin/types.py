@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import attrs
 
@@ -173,6 +173,32 @@ class Engine(Protocol):
     """Starts sessions of one engine program."""
 
     async def launch(self, task: EngineTask) -> EngineSession: ...
+
+
+class EarlyStart(Protocol):
+    """An engine program started before its clone's workspace and prompt exist
+    (`StartsEarly.start_early`)."""
+
+    async def launch(self, task: EngineTask) -> EngineSession:
+        """Open the session on `task` in the program already running. A task that differs from
+        the early one in more than `workspace`'s content and `prompt` is launched anew."""
+        ...
+
+    async def discard(self) -> None:
+        """End the program unused: the clone went another way or stopped."""
+        ...
+
+
+@runtime_checkable
+class StartsEarly(Protocol):
+    """An `Engine` that can start its program while the run program still reads the target and
+    clones the workspace, so that the program's own start is off the way to the first model
+    request. Optional: the run program launches any other engine once the workspace is ready."""
+
+    async def start_early(self, task: EngineTask) -> EarlyStart:
+        """Start the program for `task`, whose `workspace` does not exist yet and whose `prompt`
+        is empty: read neither before `EarlyStart.launch`."""
+        ...
 
 
 @attrs.frozen

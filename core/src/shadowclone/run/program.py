@@ -45,6 +45,7 @@ from shadowclone.node.schemas import (
 from shadowclone.plugin import contract
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
+    EarlyStart,
     EngineLimits,
     EngineRegistration,
     EngineSession,
@@ -53,6 +54,7 @@ from shadowclone.plugin.types import (
     Outcome,
     ReviewContext,
     SecretProviderRegistration,
+    StartsEarly,
 )
 from shadowclone.proxy import (
     PLACEHOLDERS,
@@ -148,6 +150,10 @@ class CloneRun:
         self._ending: asyncio.Task[None] | None = None
         """The working session's stop for the usage limit."""
         self._proxy_ready: asyncio.Task[ModelProxy] | None = None
+        self._early: asyncio.Task[tuple[EngineTask, EarlyStart] | None] | None = None
+        """The engine's program, started beside the target and workspace steps where the
+        engine can (`StartsEarly`); taken by the working session or discarded."""
+        self._proxy_noted = False
         self.engine_area = folder.path / ENGINE_AREA
         """The engine's corner of the run folder: its home, state folders and the ask
         server's lines; nothing the run program trusts is kept there."""
@@ -183,6 +189,7 @@ class CloneRun:
         try:
             return await self._steps()
         finally:
+            await self._discard_early()
             watcher.cancel()
             relay.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -207,6 +214,7 @@ class CloneRun:
     async def _steps(self) -> int:
         handoff = self._take_handoff()
         if handoff is None:
+            await self._start_engine_early()
             return await self._first_phase()
         carry = read_carry(self.folder)
         self.plan = carry.plan
@@ -381,7 +389,10 @@ class CloneRun:
         target = self.request.target
         self.progress.note(Step.TARGET, self.identity.describe())
         self.progress.note(Step.TARGET, f"resolving {target.key} on {self.request.github_api_url}")
-        self.client = GithubClient(self.secrets.github_token, api_url=self.request.github_api_url)
+        # Made in a thread too (its TLS context takes a while): the engine's early start goes on.
+        self.client = await asyncio.to_thread(
+            GithubClient, self.secrets.github_token, api_url=self.request.github_api_url
+        )
         repository = await asyncio.to_thread(self.client.repository, target.repo_full_name)
         # The clone needs only the repository: it runs while the rest of the target is read.
         self._cloning = asyncio.ensure_future(
@@ -450,10 +461,6 @@ class CloneRun:
             if self._proxy_ready is None:
                 self._proxy_ready = asyncio.create_task(self._start_model_proxy(login, upstream))
             self.model_proxy = await self._proxy_ready
-            self.progress.note(
-                Step.ENGINE,
-                f"the engine reaches {upstream} through the model proxy, which holds the login",
-            )
         env = {secret.env: PLACEHOLDERS[secret.key] for secret in login.secrets if secret.env}
         for name, text in engine_files(self.model_proxy.credential).items():
             (state_dir / name).write_text(text, encoding="utf-8")
@@ -571,6 +578,50 @@ class CloneRun:
         if login.name in PROXIED_LOGINS and engine.base_url_env and upstream:
             self._proxy_ready = asyncio.create_task(self._start_model_proxy(login, upstream))
 
+    async def _start_engine_early(self) -> None:
+        """Start the engine's program now if it can start before its workspace exists: its
+        own start then runs beside the target and workspace steps."""
+        try:
+            engine = self.registry.engine(self.request.engine).factory()
+        except ShadowcloneError:
+            return  # said when the engine starts
+        if isinstance(engine, StartsEarly):
+            self._early = asyncio.create_task(self._early_start(engine), name="engine-early")
+            # The task runs to its first wait before the target's first blocking step.
+            await asyncio.sleep(0)
+
+    async def _early_start(self, engine: StartsEarly) -> tuple[EngineTask, EarlyStart] | None:
+        try:
+            task = await self._task("", web_tools=True)
+            early = await engine.start_early(task)
+            log.info("the engine started early, beside the target and workspace steps")
+            return task, early
+        except Exception as error:  # noqa: BLE001 - any failure: the engine starts the usual way
+            # The launch once the workspace is ready says what is wrong, where it belongs.
+            log.warning("the engine could not start early: %s", error)
+            return None
+
+    async def _take_early(self) -> tuple[EngineTask, EarlyStart] | None:
+        early, self._early = self._early, None
+        return None if early is None else await early
+
+    async def _discard_early(self) -> None:
+        """End an engine started early that no session took (a handoff, a failure, a stop)."""
+        early = await self._take_early()
+        if early is not None:
+            await early[1].discard()
+
+    def _note_proxy(self) -> None:
+        if self.model_proxy is not None and not self._proxy_noted:
+            self._proxy_noted = True
+            upstream = (
+                self.request.base_url or self.registry.engine(self.request.engine).default_base_url
+            )
+            self.progress.note(
+                Step.ENGINE,
+                f"the engine reaches {upstream} through the model proxy, which holds the login",
+            )
+
     async def _task(
         self, prompt: str, web_tools: bool, resume: str = "", state_dir: Path | None = None
     ) -> EngineTask:
@@ -586,12 +637,11 @@ class CloneRun:
         # A home of its own, isolated or not: nothing of the run program's user's shell setup
         # (a login shell's init, its locks and caches) is the engine's to run or to hold.
         env.update({"HOME": str(self.engine_area / "home"), "TMPDIR": str(state_dir)})
-        assert self.workspace is not None
         ask_url, ask_headers = (
             (self.ask_service.url, self.ask_service.headers) if self._asks_served else ("", {})
         )
         return EngineTask(
-            workspace=self.workspace.path,
+            workspace=self.workspace_path,
             prompt=prompt,
             ask_command=ask_command(self.folder.path, self.request.ask_timeout_s, self.asks.outbox),
             ask_url=ask_url,
@@ -620,13 +670,21 @@ class CloneRun:
         resumed at the reset (or the owner's `resume`), as often as that happens."""
         assert self.plan is not None
         self.progress.note(Step.ENGINE, f"starting {self.request.engine}")
-        task = await self._task(prompt, web_tools=self.plan.mode is not Mode.REVIEW)
+        early = await self._take_early()
+        web_tools = self.plan.mode is not Mode.REVIEW
+        if early is None:
+            task = await self._task(prompt, web_tools)
+        else:
+            task = attrs.evolve(early[0], prompt=prompt, web_tools=web_tools)
+        self._note_proxy()
         self.caps = CapWatch(self.request.caps)
         while True:
-            session = priced(
-                await self.registry.engine(self.request.engine).factory().launch(task),
-                self.request.price,
-            )
+            if early is not None:
+                launched = await early[1].launch(task)
+                early = None
+            else:
+                launched = await self.registry.engine(self.request.engine).factory().launch(task)
+            session = priced(launched, self.request.price)
             messages = delivered(self.folder, kinds={InboxKind.MESSAGE}, taken=self._taken_earlier)
             self._working = session
             try:
@@ -700,6 +758,7 @@ class CloneRun:
 
     async def _consult(self, prompt: str) -> str:
         task = await self._task(prompt, web_tools=False)
+        self._note_proxy()
         session = priced(
             await self.registry.engine(self.request.engine).factory().launch(task),
             self.request.price,

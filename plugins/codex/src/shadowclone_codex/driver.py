@@ -24,11 +24,14 @@ import itertools
 import json
 import logging
 import shlex
+import shutil
 import signal
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import attrs
 import psutil
 from shadowclone.plugin import (
     STOP_GRACE_S,
@@ -41,6 +44,7 @@ from shadowclone.plugin import (
 )
 
 from shadowclone_codex.config import ASK_SERVER, engine_env, prepare_home
+from shadowclone_codex.native import Program, native_program
 from shadowclone_codex.notifications import (
     METHOD_NOT_FOUND,
     NotificationNormalizer,
@@ -101,25 +105,61 @@ class StartFailed(Exception):
 
 
 class CodexEngine:
-    """Starts Codex sessions (the `Engine` protocol)."""
+    """Starts Codex sessions (the `Engine` protocol), early too (`StartsEarly`)."""
 
     def __init__(self, program: str = PROGRAM) -> None:
         self.program = program
 
     async def launch(self, task: EngineTask) -> CodexSession:
+        session = await self._spawn(task, cwd=task.workspace)
+        await session.begin(task)
+        return session
+
+    async def start_early(self, task: EngineTask) -> EarlyCodex:
+        """The app-server and its handshake before the workspace exists: the thread, which
+        reads the workspace, opens in `EarlyCodex.launch`. Codex takes the thread's directory
+        from `thread/start`, so the process starts in the state folder."""
+        session = await self._spawn(task, cwd=task.state_dir)
+        await session.initialize()
+        return EarlyCodex(self, task, session)
+
+    async def _spawn(self, task: EngineTask, cwd: Path) -> CodexSession:
         prepare_home(task)
+        env = engine_env(task)
+        found = shutil.which(self.program, path=env.get("PATH"))
+        program = native_program(found) if found else Program(self.program)
+        env.update(program.env)
         process, tree = await spawn_engine(
-            self.program,
+            program.path,
             ["app-server"],
-            cwd=task.workspace,
-            env=engine_env(task),
+            cwd=cwd,
+            env=env,
             install_hint="install @openai/codex (scripts/install-engines does it for the tests)",
             run_as=task.run_as,
         )
-        log.info("started codex app-server (pid %d) in %s", process.pid, task.workspace)
-        session = CodexSession(process, tree)
-        await session.begin(task)
-        return session
+        log.info("started codex app-server (pid %d) in %s", process.pid, cwd)
+        return CodexSession(process, tree)
+
+
+class EarlyCodex:
+    """A Codex app-server past its handshake, waiting for its workspace (`EarlyStart`)."""
+
+    def __init__(self, engine: CodexEngine, task: EngineTask, session: CodexSession) -> None:
+        self._engine = engine
+        self._task = task
+        self._session = session
+
+    async def launch(self, task: EngineTask) -> CodexSession:
+        # Its config.toml was written for the early task: any other setting needs a new one.
+        if attrs.evolve(task, prompt=self._task.prompt) != self._task:
+            log.info("the task changed since codex started early: starting it again")
+            await self.discard()
+            return await self._engine.launch(task)
+        await self._session.open(task)
+        return self._session
+
+    async def discard(self) -> None:
+        await self._session.stop()
 
 
 class CodexSession(ProcessSession):
@@ -216,7 +256,12 @@ class CodexSession(ProcessSession):
     async def begin(self, task: EngineTask) -> None:
         """The handshake, the thread in the workspace, the ask server, the first turn. A failure
         ends the process; the session then finishes FAILED with what went wrong."""
-        try:
+        await self.initialize()
+        await self.open(task)
+
+    async def initialize(self) -> None:
+        """The handshake, which needs nothing of the task."""
+        async with self._starting():
             await self._rpc.request(
                 "initialize",
                 {
@@ -230,6 +275,12 @@ class CodexSession(ProcessSession):
                 timeout=HANDSHAKE_TIMEOUT_S,
             )
             await self._rpc.notify("initialized")
+
+    async def open(self, task: EngineTask) -> None:
+        """The thread in the workspace, the ask server, the first turn."""
+        if self._start_error:
+            return  # the handshake failed: the session is ending with it
+        async with self._starting():
             # A resumed thread is read back from its rollout under CODEX_HOME (`state_dir`).
             method, params = (
                 ("thread/resume", {"threadId": task.resume, "cwd": str(task.workspace)})
@@ -243,6 +294,13 @@ class CodexSession(ProcessSession):
                 await self._wait_for_mcp_server(ASK_SERVER)
             async with self._lock:
                 await self._start_turn([task.prompt])
+
+    @contextlib.asynccontextmanager
+    async def _starting(self) -> AsyncIterator[None]:
+        """A step of opening the session: after a failed step nothing more is tried, and the
+        process is ended, so that the session finishes FAILED with what went wrong."""
+        try:
+            yield
         except (RpcError, EngineGone, StartFailed, TimeoutError, KeyError, TypeError) as error:
             self._start_error = str(error) or type(error).__name__
             log.warning("codex could not open the session: %s", self._start_error)

@@ -9,6 +9,9 @@ to build its `Engine` and the provider environment that points it at the fake se
         def make_engine(self) -> Engine: ...
         def provider_env(self, server: FakeModelServer) -> dict[str, str]: ...
 
+An engine that can start before its workspace exists (`StartsEarly`) subclasses
+`EarlyStartScenarios` instead, which adds the early start's scenarios.
+
 The scenarios: a turn that runs a shell command and ends; a message sent mid-turn
 reaches the model in the same session and the clone goes on; the ask tool of the real
 `shadowclone_ask` server puts a question in the run folder's progress lines and returns the
@@ -58,6 +61,7 @@ from shadowclone.plugin.types import (
     EngineTask,
     FinishedEvent,
     Outcome,
+    StartsEarly,
     TextEvent,
     ToolUseEvent,
     TurnEndedEvent,
@@ -693,3 +697,79 @@ class EngineScenarios(abc.ABC):
         async with asyncio.timeout(STOP_TIMEOUT_S):
             while processes_running("sleep 986.25"):
                 await asyncio.sleep(0.1)
+
+
+class EarlyStartScenarios(EngineScenarios):
+    """The scenarios of an engine that can also start before its workspace exists
+    (`StartsEarly`): subclass this instead of `EngineScenarios`. The run program starts such an
+    engine while it still reads the target and clones the workspace, then launches the task in
+    the program already running."""
+
+    def starts_early(self, harness: Harness) -> StartsEarly:
+        engine = harness.engine
+        assert isinstance(engine, StartsEarly), f"{type(engine).__name__} does not start early"
+        return engine
+
+    async def test_an_early_start_works_in_the_workspace_made_after_it(
+        self, harness: Harness
+    ) -> None:
+        later = harness.workspace.parent / "made-later"
+        early_task = harness.task("", workspace=later)
+        early = await self.starts_early(harness).start_early(early_task)
+        # What the run program does meanwhile: the checkout appears where the task said.
+        subprocess.run(["git", "clone", "-q", str(harness.workspace), str(later)], check=True)
+        (later / "MADE-LATER.txt").write_text("written after the engine started\n")
+        harness.server.add(Shell("cat MADE-LATER.txt && pwd"), Text("Read it."))
+
+        watch = Watch(await early.launch(attrs.evolve(early_task, prompt="Read MADE-LATER.txt.")))
+        harness.watches.append(watch)
+        await watch.turn_ended()
+
+        first, second = harness.server.model_requests()
+        assert first.last_user_text() == "Read MADE-LATER.txt."
+        results = "\n".join(second.tool_results())
+        assert "written after the engine started" in results, results
+        assert str(later.resolve()) in results, results
+        await watch.session.close()
+        finished = await watch.finished()
+        assert finished.outcome is Outcome.DONE, finished.detail
+
+    async def test_an_early_start_discarded_leaves_no_process(self, harness: Harness) -> None:
+        before = {child.pid for child in psutil.Process().children()}
+        early_task = harness.task("", workspace=harness.workspace.parent / "never-made")
+        early = await self.starts_early(harness).start_early(early_task)
+        tree = engine_processes(before)
+        assert tree, "no engine process found"
+
+        await asyncio.wait_for(early.discard(), STOP_TIMEOUT_S)
+
+        _gone, alive = psutil.wait_procs(still_running(tree), timeout=5)
+        assert not alive, f"left running after discard: {alive}"
+        assert harness.server.model_requests() == []
+
+    async def test_a_task_that_changed_since_the_early_start_is_launched_anew(
+        self, harness: Harness
+    ) -> None:
+        """The early program was started for one environment; the task launched says another:
+        the engine works with the task's, and the early program is gone."""
+        before = {child.pid for child in psutil.Process().children()}
+        early_task = harness.task("", env={**harness.env, "SHADOWCLONE_EARLY_MARK": "early"})
+        early = await self.starts_early(harness).start_early(early_task)
+        tree = engine_processes(before)
+        harness.server.add(Shell("echo mark=$SHADOWCLONE_EARLY_MARK"), Text("Shown."))
+
+        task = attrs.evolve(
+            early_task,
+            prompt="Show the mark.",
+            env={**harness.env, "SHADOWCLONE_EARLY_MARK": "launched"},
+        )
+        watch = Watch(await early.launch(task))
+        harness.watches.append(watch)
+        await watch.turn_ended()
+
+        results = "\n".join(harness.server.model_requests()[1].tool_results())
+        assert "mark=launched" in results, results
+        _gone, alive = psutil.wait_procs(still_running(tree), timeout=5)
+        assert not alive, f"the early program outlived the new launch: {alive}"
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
