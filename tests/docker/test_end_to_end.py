@@ -452,7 +452,9 @@ def test_a_review_of_a_strangers_pull_request_runs_the_engine_with_the_network_o
 
     def note_network(request: ModelRequest) -> Reply | None:
         # Asked while the engine's request is open: where does the engine's container sit?
-        for container in world.client.containers.list(filters={"name": "shadowclone-"}):
+        for container in world.client.containers.list(
+            filters={"name": "shadowclone-"}, ignore_removed=True
+        ):
             if not (container.name or "").endswith("-proxy"):
                 networks.append(container.attrs["HostConfig"]["NetworkMode"])
         return None
@@ -495,7 +497,9 @@ def test_codex_on_a_chatgpt_plan_refreshes_through_the_proxy_and_the_next_clone_
     networks: list[str] = []
 
     def expire_then_note(request: ModelRequest) -> Reply | None:
-        for container in world.client.containers.list(filters={"name": "shadowclone-"}):
+        for container in world.client.containers.list(
+            filters={"name": "shadowclone-"}, ignore_removed=True
+        ):
             if not (container.name or "").endswith("-proxy"):
                 networks.append(container.attrs["HostConfig"]["NetworkMode"])
         login.expire()  # the next request of this clone finds its access token expired

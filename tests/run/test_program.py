@@ -605,24 +605,32 @@ class TestEarlyStart:
 
     engine_binaries = ("codex",)
 
-    def test_the_early_engine_works_in_the_workspace(
+    def test_the_early_engine_works_in_the_workspace_with_its_instructions(
         self, world: World, caplog: pytest.LogCaptureFixture
     ) -> None:
         gh = world.github
-        number = gh.create_issue("owner/app", author="owner", title="Read the readme")
+        gh.create_repo(
+            "owner/documented",
+            files={"README.md": "# documented\n", "AGENTS.md": "Marker 7f3e: say hello first.\n"},
+        )
+        number = gh.create_issue("owner/documented", author="owner", title="Read the readme")
         caplog.set_level(logging.INFO)
         with models(Shell("pwd && cat README.md"), Text("Read it.")) as server:
-            folder = world.on("codex", number, server)
+            target = Target("owner", "documented", number)
+            folder = world.on("codex", number, server, target=target)
             code, lines = world.run(folder)
-            second = [r for r in server.model_requests() if r.api == "openai"][1]
+            first, second = [r for r in server.model_requests() if r.api == "openai"][:2]
         assert (code, lines[-1].outcome) == (0, Outcome.DONE), [line.text for line in lines]
         messages = [record.getMessage() for record in caplog.records]
         started = [text for text in messages if "started codex app-server" in text]
         assert len(started) == 1 and f"{folder.path}/engine/state-" in started[0], started
         assert "the engine started early, beside the target and workspace steps" in messages
-        # The program started before the workspace existed; its session works there.
+        # The program started before the workspace existed; its session works there, with the
+        # repository's own instructions.
+        assert sum("Marker 7f3e" in text for text in first.user_texts()) == 1
         results = "\n".join(second.tool_results())
-        assert str((folder.path / "workspace").resolve()) in results and "# app" in results
+        assert str((folder.path / "workspace").resolve()) in results, results
+        assert "# documented" in results, results
 
     @pytest.mark.parametrize("ending", ["handed on", "stopped"])
     def test_an_engine_started_early_is_ended_when_the_clone_goes_another_way(

@@ -133,6 +133,24 @@ class TestCodex(EarlyStartScenarios):
         assert not any("from_the_repository" in tool for tool in tools), tools
         assert "mcp__shadowclone_ask.ask" in tools
 
+    async def test_the_repository_s_agents_md_reaches_the_model_once(
+        self, harness: Harness
+    ) -> None:
+        """The workspace is untrusted, so Codex would leave AGENTS.md out: the driver gives it,
+        and Codex must not give it a second time."""
+        (harness.workspace / "AGENTS.md").write_text("Marker 5b1c: run make check first.\n")
+        harness.server.add(Text("Noted."))
+
+        watch = await harness.launch("Fix the bug.")
+        await watch.turn_ended()
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
+
+        [request] = harness.server.model_requests()
+        texts = request.user_texts()
+        assert sum("Marker 5b1c" in text for text in texts) == 1, texts
+        assert request.last_user_text() == "Fix the bug."
+
     async def test_a_message_after_the_end_is_refused(self, harness: Harness) -> None:
         harness.server.add(Text("Done."))
 

@@ -44,6 +44,7 @@ from shadowclone.plugin import (
 )
 
 from shadowclone_codex.config import ASK_SERVER, engine_env, prepare_home
+from shadowclone_codex.instructions import project_instructions
 from shadowclone_codex.native import Program, native_program
 from shadowclone_codex.notifications import (
     METHOD_NOT_FOUND,
@@ -292,8 +293,12 @@ class CodexSession(ProcessSession):
             log.info("codex thread %s", self._thread_id)
             if task.ask_url or task.ask_command:
                 await self._wait_for_mcp_server(ASK_SERVER)
+            # A resumed thread has the repository's instructions in its history already.
+            instructions = None if task.resume else project_instructions(task.workspace)
             async with self._lock:
-                await self._start_turn([task.prompt])
+                await self._start_turn(
+                    [instructions, task.prompt] if instructions else [task.prompt]
+                )
 
     @contextlib.asynccontextmanager
     async def _starting(self) -> AsyncIterator[None]:
