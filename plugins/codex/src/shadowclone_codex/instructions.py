@@ -14,9 +14,12 @@ top folder, never through a link.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 FILES = ("AGENTS.override.md", "AGENTS.md")
 """Looked for in this order, as Codex does; the first that is there is used."""
@@ -27,16 +30,16 @@ MAX_BYTES = 32 * 1024
 def _read(path: Path) -> str | None:
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                return None  # a folder, or a fifo or a device that would hang or never end
+            data = os.read(descriptor, MAX_BYTES)
+        finally:
+            os.close(descriptor)
     except OSError as error:
-        if error.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EACCES):
-            return None  # absent, a link, or not ours to read
-        raise
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            return None  # a folder, or a fifo or a device that would hang or never end
-        data = os.read(descriptor, MAX_BYTES)
-    finally:
-        os.close(descriptor)
+        if error.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EACCES):
+            log.warning("could not read %s: %s", path, error)
+        return None  # absent, a link, not ours to read: the session goes on without it
     return data.decode("utf-8", errors="replace")
 
 
