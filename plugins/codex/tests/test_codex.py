@@ -18,8 +18,8 @@ from shadowclone.plugin import (
     TextEvent,
     TurnEndedEvent,
 )
-from shadowclone_testing.fakes.models import FAKE_MODEL, CallTool, FakeModelServer, Text
-from shadowclone_testing.suites.engine import EarlyStartScenarios, Harness
+from shadowclone_testing.fakes.models import FAKE_MODEL, CallTool, FakeModelServer, Shell, Text
+from shadowclone_testing.suites.engine import EarlyStartScenarios, Harness, Watch
 
 from shadowclone_codex import shadowclone_engines
 from shadowclone_codex.config import ASK_SERVER, config_document
@@ -150,6 +150,39 @@ class TestCodex(EarlyStartScenarios):
         texts = request.user_texts()
         assert sum("Marker 5b1c" in text for text in texts) == 1, texts
         assert request.last_user_text() == "Fix the bug."
+
+    async def test_an_early_start_loads_neither_the_repository_s_config_nor_twice_its_agents_md(
+        self, harness: Harness
+    ) -> None:
+        """Started early, the thread opens outside the workspace and its first turn moves it
+        in: the repository's `.codex/` layer stays out then too, and AGENTS.md comes once."""
+        marker = harness.workspace.parent / "repository-server-ran"
+        (harness.workspace / ".codex").mkdir()
+        (harness.workspace / ".codex" / "config.toml").write_text(
+            "[mcp_servers.from_the_repository]\n"
+            'command = "/bin/sh"\n'
+            f'args = ["-c", "touch {marker}"]\n'
+        )
+        (harness.workspace / "AGENTS.md").write_text("Marker 3e8d: be brief.\n")
+        harness.server.add(Shell("pwd"), Text("Looked."), Text("Looked again."))
+        engine = self.make_engine()
+        assert isinstance(engine, StartsEarly)
+        early = await engine.start_early(harness.task(""))
+
+        watch = Watch(await early.launch(harness.task("Look at the repository.")))
+        harness.watches.append(watch)
+        await watch.turn_ended()
+        await watch.session.send("And once more.")
+        await watch.turn_ended()
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
+
+        assert not marker.exists()
+        requests = harness.server.model_requests()
+        for request in requests:
+            assert not any("from_the_repository" in tool for tool in request.tool_names())
+            assert sum("Marker 3e8d" in text for text in request.user_texts()) == 1
+        assert str(harness.workspace.resolve()) in "\n".join(requests[1].tool_results())
 
     async def test_a_message_after_the_end_is_refused(self, harness: Harness) -> None:
         harness.server.add(Text("Done."))

@@ -53,12 +53,15 @@ def test_no_approvals_no_sandbox_no_update_check(tmp_path: Path) -> None:
 
 
 def test_the_workspace_is_never_trusted(tmp_path: Path) -> None:
-    """Else Codex loads the repository's own `.codex/` layer (its MCP servers, its hooks)."""
+    """Else Codex loads the repository's own `.codex/` layer (its MCP servers, its hooks); nor
+    is the state folder, where an early thread starts before its first turn moves it into the
+    workspace."""
     task = make_task(tmp_path)
 
     projects = config(task)["projects"]
 
     assert projects[str(task.workspace)] == {"trust_level": "untrusted"}
+    assert projects[str(task.state_dir)] == {"trust_level": "untrusted"}
 
 
 def test_the_ask_server_is_required_approved_and_outlasts_the_ask_wait(tmp_path: Path) -> None:

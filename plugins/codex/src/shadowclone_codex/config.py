@@ -80,10 +80,14 @@ def config_data(task: EngineTask) -> dict[str, Any]:
         "analytics": {"enabled": False},
         # Left alone, Codex trusts a git checkout it has full access to, and then loads the
         # repository's own `.codex/` layer: MCP servers and hooks that run the repository's
-        # code as soon as the session opens. The clone's config is ours alone.
+        # code as soon as the session opens. The clone's config is ours alone. The state
+        # folder too: an early thread starts there, and keeps its trust when its first turn
+        # moves it into the workspace.
         "projects": {
             str(path): {"trust_level": "untrusted"}
-            for path in dict.fromkeys((task.workspace, task.workspace.resolve()))
+            for path in dict.fromkeys(
+                (task.workspace, task.workspace.resolve(), task.state_dir, task.state_dir.resolve())
+            )
         },
     }
     if task.model:

@@ -117,11 +117,13 @@ class CodexEngine:
         return session
 
     async def start_early(self, task: EngineTask) -> EarlyCodex:
-        """The app-server and its handshake before the workspace exists: the thread, which
-        reads the workspace, opens in `EarlyCodex.launch`. Codex takes the thread's directory
-        from `thread/start`, so the process starts in the state folder."""
+        """The app-server, its handshake and its thread before the workspace exists, all in
+        the state folder: nothing of the workspace is read before `EarlyCodex.launch`."""
         session = await self._spawn(task, cwd=task.state_dir)
         await session.initialize()
+        # The thread too, with the ask server connected: the first turn moves it into the
+        # workspace (`turn/start` takes a cwd, which holds for the later turns).
+        await session.open_thread(task, task.state_dir)
         return EarlyCodex(self, task, session)
 
     async def _spawn(self, task: EngineTask, cwd: Path) -> CodexSession:
@@ -156,7 +158,7 @@ class EarlyCodex:
             log.info("the task changed since codex started early: starting it again")
             await self.discard()
             return await self._engine.launch(task)
-        await self._session.open(task)
+        await self._session.first_turn(task)
         return self._session
 
     async def discard(self) -> None:
@@ -258,7 +260,8 @@ class CodexSession(ProcessSession):
         """The handshake, the thread in the workspace, the ask server, the first turn. A failure
         ends the process; the session then finishes FAILED with what went wrong."""
         await self.initialize()
-        await self.open(task)
+        await self.open_thread(task, task.workspace)
+        await self.first_turn(task)
 
     async def initialize(self) -> None:
         """The handshake, which needs nothing of the task."""
@@ -277,27 +280,34 @@ class CodexSession(ProcessSession):
             )
             await self._rpc.notify("initialized")
 
-    async def open(self, task: EngineTask) -> None:
-        """The thread in the workspace, the ask server, the first turn."""
+    async def open_thread(self, task: EngineTask, cwd: Path) -> None:
+        """The thread, started in `cwd`, with the ask server ready."""
         if self._start_error:
-            return  # the handshake failed: the session is ending with it
+            return  # a step before failed: the session is ending with it
         async with self._starting():
             # A resumed thread is read back from its rollout under CODEX_HOME (`state_dir`).
             method, params = (
-                ("thread/resume", {"threadId": task.resume, "cwd": str(task.workspace)})
+                ("thread/resume", {"threadId": task.resume, "cwd": str(cwd)})
                 if task.resume
-                else ("thread/start", {"cwd": str(task.workspace)})
+                else ("thread/start", {"cwd": str(cwd)})
             )
             started = await self._rpc.request(method, params, timeout=THREAD_START_TIMEOUT_S)
             self._thread_id = str(started["thread"]["id"])
             log.info("codex thread %s", self._thread_id)
             if task.ask_url or task.ask_command:
                 await self._wait_for_mcp_server(ASK_SERVER)
+
+    async def first_turn(self, task: EngineTask) -> None:
+        """The first turn, in the workspace, with the repository's instructions."""
+        if self._start_error:
+            return
+        async with self._starting():
             # A resumed thread has the repository's instructions in its history already.
             instructions = None if task.resume else project_instructions(task.workspace)
             async with self._lock:
                 await self._start_turn(
-                    [instructions, task.prompt] if instructions else [task.prompt]
+                    [instructions, task.prompt] if instructions else [task.prompt],
+                    cwd=task.workspace,
                 )
 
     @contextlib.asynccontextmanager
@@ -327,14 +337,17 @@ class CodexSession(ProcessSession):
 
     # ---- turns
 
-    async def _start_turn(self, messages: Sequence[str]) -> None:
-        """Start a turn with `messages` (the lock is held)."""
+    async def _start_turn(self, messages: Sequence[str], cwd: Path | None = None) -> None:
+        """Start a turn with `messages` (the lock is held); `cwd` moves the thread there, for
+        this turn and the next."""
         assert self._thread_id is not None
-        params = {
+        params: dict[str, Any] = {
             "threadId": self._thread_id,
             "input": text_input(messages),
             "clientUserMessageId": next(self._message_ids),
         }
+        if cwd is not None:
+            params["cwd"] = str(cwd)
         for attempt in itertools.count(1):
             try:
                 result = await self._rpc.request("turn/start", params, timeout=RPC_TIMEOUT_S)
