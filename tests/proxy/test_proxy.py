@@ -479,6 +479,9 @@ def test_bad_setups_are_one_line_errors() -> None:
     for url in ("ftp://host/", "not a url", "https://host/v1?x=1", "https://user:pw@host/"):
         with pytest.raises(ProxyError, match="bad upstream URL"):
             ModelProxy(url, credential)
+    for outbound in ("ftp://proxy:3128", "not a url"):
+        with pytest.raises(ProxyError, match="bad outbound proxy URL"):
+            ModelProxy("https://api.anthropic.com", credential, outbound_proxy=outbound)
 
 
 async def test_a_unix_socket(server: FakeModelServer, tmp_path: Path) -> None:

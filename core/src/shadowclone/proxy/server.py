@@ -338,13 +338,13 @@ class _Connection:
             if replay is None:
                 return None
             again = upstream_headers(request.headers, await proxy.credential.headers())
-            return await proxy.client.send(
+            return await (await proxy.client()).send(
                 httpx2.Request(method, url, headers=again, content=replay), stream=True
             )
 
         try:
             try:
-                response = await proxy.client.send(
+                response = await (await proxy.client()).send(
                     httpx2.Request(method, url, headers=headers, content=content), stream=True
                 )
             except httpx2.TransportError as error:
@@ -535,22 +535,37 @@ class ModelProxy:
         pauses the engine so (a cap reached) and sets it again to let it go on."""
         self.open.set()
         try:
-            self.client = httpx2.AsyncClient(
-                proxy=outbound_proxy,
-                # No proxy variables, .netrc or redirects: the destination is ours alone.
-                trust_env=False,
-                follow_redirects=False,
-                timeout=UPSTREAM_TIMEOUT,
-                limits=httpx2.Limits(max_connections=None, keepalive_expiry=30.0),
-            )
+            self._outbound = None if outbound_proxy is None else httpx2.Proxy(outbound_proxy)
         except (ValueError, httpx2.InvalidURL) as error:
             raise ProxyError(f"bad outbound proxy URL: {error}") from None
+        self._client: asyncio.Future[httpx2.AsyncClient] | None = None
+        """The upstream client, made in a thread once the proxy listens (its TLS context
+        takes tens of milliseconds, which the engine's start need not wait for)."""
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[object]] = set()
         self._origin: str | None = None
         self._socket: Path | None = None
         self._listening: list[str] = []
         self._closing = False
+
+    def _new_client(self) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            proxy=self._outbound,
+            # No proxy variables, .netrc or redirects: the destination is ours alone.
+            trust_env=False,
+            follow_redirects=False,
+            timeout=UPSTREAM_TIMEOUT,
+            limits=httpx2.Limits(max_connections=None, keepalive_expiry=30.0),
+        )
+
+    def _make_client(self) -> asyncio.Future[httpx2.AsyncClient]:
+        if self._client is None:
+            self._client = asyncio.ensure_future(asyncio.to_thread(self._new_client))
+        return self._client
+
+    async def client(self) -> httpx2.AsyncClient:
+        """The client that sends to the provider."""
+        return await self._make_client()
 
     async def start_tcp(self, host: str = "127.0.0.1", port: int = 0) -> None:
         """Listen on `host`:`port` (0: any free port; see `engine_base_url`)."""
@@ -563,6 +578,7 @@ class ModelProxy:
         shown = f"[{host}]" if ":" in host else host
         self._origin = f"http://{shown}:{bound}"
         self._listening.append(self._origin)
+        self._make_client()
 
     async def start_unix(self, path: str | os.PathLike[str]) -> None:
         """Listen on a Unix socket at `path` (for a sidecar sharing a folder with the engine)."""
@@ -576,6 +592,7 @@ class ModelProxy:
         self._listening.append(f"unix:{socket}")
         if self._origin is None:
             self._origin = "http://localhost"
+        self._make_client()
 
     @property
     def engine_base_url(self) -> str:
@@ -632,7 +649,8 @@ class ModelProxy:
         for server in self._servers:
             await server.wait_closed()
         self._servers.clear()
-        await self.client.aclose()
+        if self._client is not None:
+            await (await self._client).aclose()
         if self._socket is not None:
             with contextlib.suppress(FileNotFoundError):
                 self._socket.unlink()
