@@ -3,7 +3,7 @@ floor measured in the same run: a bare `docker run --rm` of the same image plus 
 CLI started on the host to its first model request (goal: at most 1.3x the floor).
 
 Run (root, after scripts/start-docker and scripts/build-image):
-`python bench/docker_start.py [--runs 5] [--engine claude]`
+`python bench/docker_start.py [--runs 5] [--engine claude|codex|both]` (both by default)
 
 Each run starts a clone on a fresh issue of a fake GitHub, with `serve` (Docker launcher) in
 this process and the real engine in the clone image against the scripted fake model server,
@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import docker
 from shadowclone.config import HOME_VARIABLE, default_paths, init_config, load_config, set_value
 from shadowclone.config.schema import DEFAULT_IMAGE
@@ -112,18 +113,18 @@ def wait(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.02)
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--engine", choices=sorted(LOGINS), default="claude")
-    parser.add_argument("--image", default=DEFAULT_IMAGE)
-    parser.add_argument("--quick", action="store_true", help="one run: it works, roughly")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.runs = 1
-    client = docker.from_env()
-    address = host_address(client, args.image)
+@attrs.frozen
+class Measured:
+    engine: str
+    clone_times: list[float]
+    bare_times: list[float]
+    engine_times: list[float]
+    steps: list[str]
 
+
+def measure(engine: str, runs: int, image: str, address: str) -> Measured:
+    """`runs` clones of `engine` in Docker under serve, each beside a bare `docker run` and a
+    bare start of the engine CLI."""
     with tempfile.TemporaryDirectory(prefix="bench-docker-") as temp:
         root = Path(temp)
         paths = default_paths({HOME_VARIABLE: str(root / "home")})
@@ -132,12 +133,12 @@ def main(argv: list[str]) -> int:
             FakeGitHub(root / "github", host=address) as github,
             FakeModelServer([], final_text="Done.", host=address) as model,
         ):
-            base_url = model.url_for(address) + ("/v1" if args.engine == "codex" else "")
+            base_url = model.url_for(address) + ("/v1" if engine == "codex" else "")
             for key, value in (
                 ("launcher", '"docker"'),
-                ("image", f'"{args.image}"'),
-                ("engine", f'"{args.engine}"'),
-                (f"providers.{args.engine}.base_url", f'"{base_url}"'),
+                ("image", f'"{image}"'),
+                ("engine", f'"{engine}"'),
+                (f"providers.{engine}.base_url", f'"{base_url}"'),
                 ("providers.codex.model", '"shadowclone-fake-model"'),
                 ("github.url", f'"{github.url}"'),
                 ("github.api_url", f'"{github.api_url}"'),
@@ -157,8 +158,8 @@ def main(argv: list[str]) -> int:
                 SetupRecord(
                     repo="owner/app",
                     config_version=1,
-                    engine=args.engine,
-                    login=LOGINS[args.engine],
+                    engine=engine,
+                    login=LOGINS[engine],
                 ),
             )
             os.environ[HOME_VARIABLE] = str(root / "home")  # the Docker launcher's config
@@ -180,11 +181,11 @@ def main(argv: list[str]) -> int:
             engine_times: list[float] = []
             steps: list[str] = []
             try:
-                bare_run(args.image)  # warm the image's layers into the page cache
-                bare_engine(args.engine, model, address, root)  # and the engine's files
-                for run in range(args.runs):
-                    bare_times.append(bare_run(args.image))
-                    engine_times.append(bare_engine(args.engine, model, address, root))
+                bare_run(image)  # warm the image's layers into the page cache
+                bare_engine(engine, model, address, root)  # and the engine's files
+                for run in range(runs):
+                    bare_times.append(bare_run(image))
+                    engine_times.append(bare_engine(engine, model, address, root))
                     number = github.create_issue("owner/app", author="owner", title=f"Run {run}")
                     seen = len(model.model_requests())
                     began, began_wall = time.monotonic(), time.time()
@@ -215,17 +216,37 @@ def main(argv: list[str]) -> int:
                 stop.set()
                 serve.join(WAIT_S)
 
-    def shown(name: str, times: list[float]) -> float:
-        median = statistics.median(times)
-        print(f"{name:<36} median {median:.2f} s  ({', '.join(f'{t:.2f}' for t in times)})")
-        return median
+    return Measured(engine, clone_times, bare_times, engine_times, steps)
 
-    print(f"engine {args.engine}, image {args.image}, {args.runs} runs")
-    clone = shown("start -> first model request", clone_times)
-    bare = shown("docker run --rm IMAGE true", bare_times)
-    engine = shown(f"{args.engine} alone -> first model request", engine_times)
-    print(f"ratio: {clone / (bare + engine):.2f}x the floor (goal: at most {GOAL}x)")
-    print("the last clone's first progress lines, from start:", *steps, sep="\n")
+
+def shown(name: str, times: list[float]) -> float:
+    median = statistics.median(times)
+    print(f"{name:<36} median {median:.2f} s  ({', '.join(f'{t:.2f}' for t in times)})")
+    return median
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--engine", choices=[*sorted(LOGINS), "both"], default="both")
+    parser.add_argument("--image", default=DEFAULT_IMAGE)
+    parser.add_argument("--quick", action="store_true", help="one run each: it works, roughly")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs = 1
+    address = host_address(docker.from_env(), args.image)
+    engines = sorted(LOGINS) if args.engine == "both" else [args.engine]
+    ratios = []
+    for engine in engines:
+        measured = measure(engine, args.runs, args.image, address)
+        print(f"engine {engine}, image {args.image}, {args.runs} runs")
+        clone = shown("start -> first model request", measured.clone_times)
+        bare = shown("docker run --rm IMAGE true", measured.bare_times)
+        alone = shown(f"{engine} alone -> first model request", measured.engine_times)
+        ratios.append(f"{engine} {clone / (bare + alone):.2f}x")
+        print(f"ratio: {clone / (bare + alone):.2f}x the floor (goal: at most {GOAL}x)")
+        print("the last clone's first progress lines, from start:", *measured.steps, sep="\n")
+    print(f"ratios: {', '.join(ratios)} (goal: at most {GOAL}x each)")
     return 0
 
 
