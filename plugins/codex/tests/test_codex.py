@@ -4,6 +4,7 @@ and what is particular to Codex: a message during a turn steers it."""
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import attrs
 import pytest
@@ -65,6 +66,17 @@ def codex_engine() -> Engine:
     return WithModel(registration.factory(), FAKE_MODEL)
 
 
+def repository_config(workspace: Path) -> Path:
+    """A repository's own `.codex/config.toml` with an MCP server that leaves a marker file
+    when Codex starts it; returns the marker's path."""
+    marker = workspace.parent / "repository-server-ran"
+    (workspace / ".codex").mkdir()
+    (workspace / ".codex" / "config.toml").write_text(
+        f'[mcp_servers.from_the_repository]\ncommand = "/bin/sh"\nargs = ["-c", "touch {marker}"]\n'
+    )
+    return marker
+
+
 class TestCodex(EarlyStartScenarios):
     engine_binaries = ("codex",)
 
@@ -114,13 +126,7 @@ class TestCodex(EarlyStartScenarios):
     async def test_the_repository_s_own_codex_config_is_not_loaded(self, harness: Harness) -> None:
         """A repository under review must not start its own MCP servers (or hooks) in the
         clone: Codex would trust the checkout and load its `.codex/config.toml`."""
-        marker = harness.workspace.parent / "repository-server-ran"
-        (harness.workspace / ".codex").mkdir()
-        (harness.workspace / ".codex" / "config.toml").write_text(
-            "[mcp_servers.from_the_repository]\n"
-            'command = "/bin/sh"\n'
-            f'args = ["-c", "touch {marker}"]\n'
-        )
+        marker = repository_config(harness.workspace)
         harness.server.add(Text("Looked."))
 
         watch = await harness.launch("Look at the repository.")
@@ -156,13 +162,7 @@ class TestCodex(EarlyStartScenarios):
     ) -> None:
         """Started early, the thread opens outside the workspace and its first turn moves it
         in: the repository's `.codex/` layer stays out then too, and AGENTS.md comes once."""
-        marker = harness.workspace.parent / "repository-server-ran"
-        (harness.workspace / ".codex").mkdir()
-        (harness.workspace / ".codex" / "config.toml").write_text(
-            "[mcp_servers.from_the_repository]\n"
-            'command = "/bin/sh"\n'
-            f'args = ["-c", "touch {marker}"]\n'
-        )
+        marker = repository_config(harness.workspace)
         (harness.workspace / "AGENTS.md").write_text("Marker 3e8d: be brief.\n")
         harness.server.add(Shell("pwd"), Text("Looked."), Text("Looked again."))
         engine = self.make_engine()
