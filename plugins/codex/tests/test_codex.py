@@ -164,7 +164,7 @@ class TestCodex(EarlyStartScenarios):
         in: the repository's `.codex/` layer stays out then too, and AGENTS.md comes once."""
         marker = repository_config(harness.workspace)
         (harness.workspace / "AGENTS.md").write_text("Marker 3e8d: be brief.\n")
-        harness.server.add(Shell("pwd"), Text("Looked."), Text("Looked again."))
+        harness.server.add(Shell("pwd"), Text("Looked."), Shell("pwd"), Text("Looked again."))
         engine = self.make_engine()
         assert isinstance(engine, StartsEarly)
         early = await engine.start_early(harness.task(""))
@@ -182,7 +182,9 @@ class TestCodex(EarlyStartScenarios):
         for request in requests:
             assert not any("from_the_repository" in tool for tool in request.tool_names())
             assert sum("Marker 3e8d" in text for text in request.user_texts()) == 1
-        assert str(harness.workspace.resolve()) in "\n".join(requests[1].tool_results())
+        # The first turn moved the thread into the workspace, and the next turn stays there.
+        for after_pwd in (requests[1], requests[3]):
+            assert str(harness.workspace.resolve()) in after_pwd.tool_results()[-1]
 
     async def test_a_message_after_the_end_is_refused(self, harness: Harness) -> None:
         harness.server.add(Text("Done."))
