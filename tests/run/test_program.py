@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ from shadowclone_testing.fakes.models import (
     Text,
     UsageLimit,
 )
+from shadowclone_testing.suites.engine import processes_running
 
 ANTHROPIC_KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
 OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"
@@ -654,3 +656,23 @@ class TestEarlyStart:
         left = [child for child in psutil.Process().children() if child.pid not in before]
         _gone, alive = psutil.wait_procs(left, timeout=5)
         assert not alive, f"an engine started early outlived its phase: {alive}"
+
+    def test_a_stop_does_not_wait_for_an_engine_still_starting(
+        self, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A Codex that never answers its handshake: the clone stopped meanwhile ends without
+        waiting out the handshake's minute, and leaves no process behind."""
+        programs = tmp_path / "hung-bin"
+        programs.mkdir()
+        hung = programs / "codex"
+        hung.write_text("#!/bin/sh\nexec sleep 613.25\n")
+        hung.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{programs}{os.pathsep}{os.environ['PATH']}")
+        number = world.github.create_issue("owner/app", author="owner", title="Hung start")
+        with models(Text("never asked")) as server:
+            folder = world.on("codex", number, server)
+            folder.write_stop(StopMarker())
+            code = asyncio.run(asyncio.wait_for(run_clone(folder, world.secrets()), 30))
+        lines, _, _ = folder.progress()
+        assert (code, lines[-1].outcome) == (0, Outcome.STOPPED)
+        assert not processes_running("sleep 613.25"), "the hung engine outlived the clone"

@@ -197,7 +197,8 @@ class StartsEarly(Protocol):
 
     async def start_early(self, task: EngineTask) -> EarlyStart:
         """Start the program for `task`, whose `workspace` does not exist yet and whose `prompt`
-        is empty: read neither before `EarlyStart.launch`."""
+        is empty: read neither before `EarlyStart.launch`. The run program cancels a start
+        still under way when the clone ends first: a cancelled start leaves no process."""
         ...
 
 

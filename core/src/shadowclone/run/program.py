@@ -606,10 +606,15 @@ class CloneRun:
         return None if early is None else await early
 
     async def _discard_early(self) -> None:
-        """End an engine started early that no session took (a handoff, a failure, a stop)."""
-        early = await self._take_early()
-        if early is not None:
-            await early[1].discard()
+        """End an engine started early that no session took (a handoff, a failure, a stop);
+        one still starting is cancelled: the clone's end does not wait for it."""
+        early, self._early = self._early, None
+        if early is None:
+            return
+        early.cancel()
+        (started,) = await asyncio.gather(early, return_exceptions=True)
+        if isinstance(started, tuple):
+            await started[1].discard()
 
     def _note_proxy(self) -> None:
         if self.model_proxy is not None and not self._proxy_noted:

@@ -120,10 +120,16 @@ class CodexEngine:
         """The app-server, its handshake and its thread before the workspace exists, all in
         the state folder: nothing of the workspace is read before `EarlyCodex.launch`."""
         session = await self._spawn(task, cwd=task.state_dir)
-        await session.initialize()
-        # The thread too, with the ask server connected: the first turn moves it into the
-        # workspace (`turn/start` takes a cwd, which holds for the later turns).
-        await session.open_thread(task, task.state_dir)
+        try:
+            await session.initialize()
+            # The thread too, with the ask server connected: the first turn moves it into the
+            # workspace (`turn/start` takes a cwd, which holds for the later turns).
+            await session.open_thread(task, task.state_dir)
+        except BaseException:
+            # Cancelled (the clone stopped while Codex was still starting): nobody will hold
+            # this session, so its process goes now.
+            session.abandon()
+            raise
         return EarlyCodex(self, task, session)
 
     async def _spawn(self, task: EngineTask, cwd: Path) -> CodexSession:
@@ -253,6 +259,10 @@ class CodexSession(ProcessSession):
                     timeout=INTERRUPT_WAIT_S,
                 )
         await self._end()
+
+    def abandon(self) -> None:
+        """Kill the process tree at once, for a session nobody will drive."""
+        self._tree.signal(signal.SIGKILL)
 
     # ---- opening the session
 
