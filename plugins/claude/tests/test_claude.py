@@ -3,8 +3,7 @@ particular to Claude Code: a message during a turn goes through an interrupt."""
 
 from __future__ import annotations
 
-import pytest
-from shadowclone.plugin import Engine, EngineTask, Outcome, Refused, TextEvent, TurnEndedEvent
+from shadowclone.plugin import Engine, EngineTask, Outcome, TextEvent, TurnEndedEvent
 from shadowclone_testing.fakes.models import ApiError, FakeModelServer, Text
 from shadowclone_testing.suites.engine import EngineScenarios, Harness
 
@@ -48,17 +47,6 @@ class TestClaude(EngineScenarios):
         assert request.tool_results() == []
         await watch.session.close()
         assert (await watch.finished()).outcome is Outcome.DONE
-
-    async def test_a_message_after_the_end_is_refused(self, harness: Harness) -> None:
-        harness.server.add(Text("Done."))
-
-        watch = await harness.launch("Say done.")
-        await watch.turn_ended()
-        await watch.session.close()
-        assert (await watch.finished()).outcome is Outcome.DONE
-
-        with pytest.raises(Refused):
-            await watch.session.send("Too late.")
 
     async def test_web_tools_off_and_the_model_reach_the_request(self, harness: Harness) -> None:
         harness.server.add(Text("Reviewed."))

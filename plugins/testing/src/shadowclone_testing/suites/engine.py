@@ -53,6 +53,7 @@ from shadowclone.node.schemas import (
     ProgressLine,
     Question,
 )
+from shadowclone.plugin import Refused
 from shadowclone.plugin.types import (
     Engine,
     EngineEvent,
@@ -416,6 +417,17 @@ class EngineScenarios(abc.ABC):
         await watch.session.close()
         finished = await watch.finished()
         assert finished.outcome is Outcome.DONE, finished.detail
+
+    async def test_a_message_after_the_end_is_refused(self, harness: Harness) -> None:
+        harness.server.add(Text("Done."))
+
+        watch = await harness.launch("Say done.")
+        await watch.turn_ended()
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
+
+        with pytest.raises(Refused):
+            await watch.session.send("Too late.")
 
     async def test_a_message_between_turns_starts_the_next_turn(self, harness: Harness) -> None:
         harness.server.add(Text("First answer."), Text("Second answer."))
