@@ -484,6 +484,24 @@ def test_bad_setups_are_one_line_errors() -> None:
             ModelProxy("https://api.anthropic.com", credential, outbound_proxy=outbound)
 
 
+async def test_a_client_that_cannot_be_made_fails_requests_and_not_the_close(
+    server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upstream client is made in a thread once the proxy listens: if that fails, each
+    request fails and the proxy still closes cleanly."""
+
+    def broken(_proxy: ModelProxy) -> httpx2.AsyncClient:
+        raise RuntimeError("no client today")
+
+    monkeypatch.setattr(ModelProxy, "_new_client", broken)
+    async with ModelProxy(server.openai_url, StaticCredential({"x-api-key": REAL_KEY})) as proxy:
+        await proxy.start_tcp()
+        async with httpx2.AsyncClient() as client:
+            with pytest.raises(httpx2.HTTPError):
+                await client.get(proxy.engine_base_url + "/models")
+    assert server.requests == []
+
+
 async def test_a_unix_socket(server: FakeModelServer, tmp_path: Path) -> None:
     socket = tmp_path / "proxy.sock"
     async with ModelProxy(server.openai_url, StaticCredential({"x-api-key": REAL_KEY})) as proxy:

@@ -650,7 +650,11 @@ class ModelProxy:
             await server.wait_closed()
         self._servers.clear()
         if self._client is not None:
-            await (await self._client).aclose()
+            # A client that could not be made (its failure was each request's) has nothing
+            # to release.
+            (client,) = await asyncio.gather(self._client, return_exceptions=True)
+            if isinstance(client, httpx2.AsyncClient):
+                await client.aclose()
         if self._socket is not None:
             with contextlib.suppress(FileNotFoundError):
                 self._socket.unlink()
