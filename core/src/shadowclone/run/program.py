@@ -617,14 +617,13 @@ class CloneRun:
             await started[1].discard()
 
     def _note_proxy(self) -> None:
+        """Say once, as the first session starts, that the engine goes through the proxy."""
         if self.model_proxy is not None and not self._proxy_noted:
             self._proxy_noted = True
-            upstream = (
-                self.request.base_url or self.registry.engine(self.request.engine).default_base_url
-            )
             self.progress.note(
                 Step.ENGINE,
-                f"the engine reaches {upstream} through the model proxy, which holds the login",
+                f"the engine reaches {self.model_proxy.upstream_base} through the model proxy, "
+                "which holds the login",
             )
 
     async def _task(
