@@ -151,7 +151,8 @@ class CodexEngine:
 
 
 class EarlyCodex:
-    """A Codex app-server past its handshake, waiting for its workspace (`EarlyStart`)."""
+    """A Codex app-server past its handshake, its thread open in the state folder, waiting
+    for its workspace (`EarlyStart`)."""
 
     def __init__(self, engine: CodexEngine, task: EngineTask, session: CodexSession) -> None:
         self._engine = engine
