@@ -175,6 +175,40 @@ class TestRunProgram:
         assert "owner/app#404: 404 Not Found" in error.text
         assert [line for line in lines if line.step.value == "engine"] == []
 
+    def test_a_repository_that_does_not_exist_fails_at_the_target_with_githubs_word(
+        self, world: World
+    ) -> None:
+        """The clone starts before the repository is read: when there is none, the line says
+        what GitHub said of it, not what git said of the clone."""
+        with models(Text("never asked")) as server:
+            folder = world.folder(1, server, target=Target("owner", "nothing-here", 1))
+            code, lines = world.run(folder)
+            assert server.requests == []
+        assert (code, lines[-1].outcome) == (1, Outcome.FAILED)
+        [error] = [line for line in lines if line.kind is ProgressKind.ERROR]
+        assert error.step.value == "target"
+        assert "owner/nothing-here" in error.text and "404" in error.text
+        assert "git" not in error.text
+
+    def test_a_target_spelled_otherwise_is_cloned_from_where_github_says(
+        self, world: World, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The clone starts from the address the target's name gives; GitHub names the
+        repository in its own letter case, and the workspace's origin is GitHub's address."""
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Respelled")
+        with (
+            caplog.at_level(logging.INFO, "shadowclone.run.program"),
+            models(Shell("echo hi > HI.md"), Text("Added HI.md.")) as server,
+        ):
+            folder = world.folder(number, server, target=Target("OWNER", "App", number))
+            code, lines = world.run(folder)
+        assert f"cloning again from {gh.url}/owner/app.git" in caplog.text
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+        assert gh.read_file("owner/app", f"shadowclone/{number}-respelled", "HI.md") == "hi\n"
+        origin = (folder.path / "private" / "git" / "config").read_text()
+        assert f"url = {gh.url}/owner/app.git" in origin
+
     def test_the_owners_pull_request_is_continued_on_its_branch(self, world: World) -> None:
         gh = world.github
         number = gh.create_pull_request(

@@ -61,6 +61,7 @@ async def _serve(proxy: ModelProxy, socket: Path | None, host: str, port: int | 
             await proxy.start_unix(socket)
         else:
             await proxy.start_tcp(host, port or 0)
+        proxy.prepare_client()  # nothing else to do meanwhile: ready for the first request
         print(
             f"model proxy listening on {proxy.listening_on}, forwarding to {proxy.upstream_base}",
             file=sys.stderr,

@@ -539,8 +539,9 @@ class ModelProxy:
         except (ValueError, httpx2.InvalidURL) as error:
             raise ProxyError(f"bad outbound proxy URL: {error}") from None
         self._client: asyncio.Future[httpx2.AsyncClient] | None = None
-        """The upstream client, made in a thread once the proxy listens (its TLS context
-        takes tens of milliseconds, which the engine's start need not wait for)."""
+        """The upstream client, made in a thread when `prepare_client` asks for it or the first
+        request needs it (its imports and TLS context take tens of milliseconds, which neither
+        the proxy's start nor the clone's first steps should wait for)."""
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[object]] = set()
         self._origin: str | None = None
@@ -558,14 +559,16 @@ class ModelProxy:
             limits=httpx2.Limits(max_connections=None, keepalive_expiry=30.0),
         )
 
-    def _make_client(self) -> asyncio.Future[httpx2.AsyncClient]:
+    def prepare_client(self) -> asyncio.Future[httpx2.AsyncClient]:
+        """Begin making the upstream client, in a thread, if it is not made yet: its owner
+        calls this when the engine is about to need it."""
         if self._client is None:
             self._client = asyncio.ensure_future(asyncio.to_thread(self._new_client))
         return self._client
 
     async def client(self) -> httpx2.AsyncClient:
         """The client that sends to the provider."""
-        return await self._make_client()
+        return await self.prepare_client()
 
     async def start_tcp(self, host: str = "127.0.0.1", port: int = 0) -> None:
         """Listen on `host`:`port` (0: any free port; see `engine_base_url`)."""
@@ -578,7 +581,6 @@ class ModelProxy:
         shown = f"[{host}]" if ":" in host else host
         self._origin = f"http://{shown}:{bound}"
         self._listening.append(self._origin)
-        self._make_client()
 
     async def start_unix(self, path: str | os.PathLike[str]) -> None:
         """Listen on a Unix socket at `path` (for a sidecar sharing a folder with the engine)."""
@@ -592,7 +594,6 @@ class ModelProxy:
         self._listening.append(f"unix:{socket}")
         if self._origin is None:
             self._origin = "http://localhost"
-        self._make_client()
 
     @property
     def engine_base_url(self) -> str:

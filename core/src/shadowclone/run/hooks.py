@@ -22,6 +22,7 @@ to an honest mistake.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shlex
@@ -129,15 +130,22 @@ def _hooks_folder(workspace: Path, git_dir: Path | None = None) -> Path:
 
 
 def _check_branch_name(workspace: Path, branch: str) -> None:
+    if not _git_takes_branch(branch):
+        raise BadInput(f"{branch!r} is not a branch name git accepts")
+
+
+@functools.cache
+def _git_takes_branch(branch: str) -> bool:
+    """git's word on a full ref name depends on the name alone: asked once per name (the hook
+    is installed twice per clone and again before every push)."""
     done = subprocess.run(
         ["git", "check-ref-format", f"refs/heads/{branch}"],
-        cwd=workspace,
+        cwd=os.sep,
         capture_output=True,
         text=True,
         check=False,
     )
-    if done.returncode != 0 or branch.startswith("-"):
-        raise BadInput(f"{branch!r} is not a branch name git accepts")
+    return done.returncode == 0 and not branch.startswith("-")
 
 
 def _git(workspace: Path, *args: str, check: bool = True, git_dir: Path | None = None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import attrs
 
@@ -58,11 +59,18 @@ def branch_name(number: int, title: str) -> str:
     return f"shadowclone/{number}-{short}"
 
 
-def resolve(client: GithubClient, target: Target, repository: Repository | None = None) -> Plan:
-    """What the clone works on, and how; `repository` when it was read already."""
-    repository = repository or client.repository(target.repo_full_name)
-    issue = client.issue(target.repo_full_name, target.number)
-    user = client.token_user()
+def resolve(client: GithubClient, target: Target) -> Plan:
+    """What the clone works on, and how. The three reads every target needs go at once (three
+    requests, once per clone: far from what GitHub's limits on concurrent requests are about);
+    a failure is told in their order, the repository's first."""
+    name = target.repo_full_name
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="resolve") as pool:
+        reading_repository = pool.submit(client.repository, name)
+        reading_issue = pool.submit(client.issue, name, target.number)
+        reading_user = pool.submit(client.token_user)
+    repository = reading_repository.result()
+    issue = reading_issue.result()
+    user = reading_user.result()
     if not issue.is_pull_request:
         trusted = issue.author.casefold() == user.login.casefold() or client.can_push(
             target.repo_full_name, issue.author

@@ -83,7 +83,13 @@ from shadowclone.run.report import Ending, final_report, message_fates, pr_body,
 from shadowclone.run.review.runner import run_review_stages
 from shadowclone.run.save import Saved, save
 from shadowclone.run.secrets import Secrets
-from shadowclone.run.workspace import Workspace, clone, prepare, trust_work_tree
+from shadowclone.run.workspace import (
+    Workspace,
+    clone,
+    clone_url_for,
+    prepare,
+    trust_work_tree,
+)
 
 log = logging.getLogger(__name__)
 
@@ -389,28 +395,34 @@ class CloneRun:
         target = self.request.target
         self.progress.note(Step.TARGET, self.identity.describe())
         self.progress.note(Step.TARGET, f"resolving {target.key} on {self.request.github_api_url}")
-        # Made in a thread too (its TLS context takes a while): the engine's early start goes on.
-        self.client = await asyncio.to_thread(
-            GithubClient, self.secrets.github_token, api_url=self.request.github_api_url
-        )
-        repository = await asyncio.to_thread(self.client.repository, target.repo_full_name)
-        # The clone needs only the repository: it runs while the rest of the target is read.
-        self._cloning = asyncio.ensure_future(
-            asyncio.to_thread(
-                clone,
-                self.workspace_path,
-                repository.clone_url,
-                self.secrets.github_token,
-                self.identity,
-            )
-        )
+        # The clone needs only the repository's address, which its name gives on nearly every
+        # host: it starts at once, while the client is made and the target is read, and is
+        # made again from the address GitHub gives if that is another (a renamed repository).
+        guess = clone_url_for(self.request.github_url, target.repo_full_name)
+        self._cloning = self._clone(guess)
         try:
-            self.plan = await asyncio.to_thread(resolve, self.client, target, repository)
+            # Made in a thread (its TLS context takes a while): the engine's early start and
+            # the clone go on meanwhile.
+            self.client = await asyncio.to_thread(
+                GithubClient, self.secrets.github_token, api_url=self.request.github_api_url
+            )
+            self.plan = await asyncio.to_thread(resolve, self.client, target)
+            url = self.plan.repository.clone_url
+            if url != guess:
+                await asyncio.gather(self._cloning, return_exceptions=True)
+                log.info("cloning again from %s: not at %s", url, guess)
+                self._cloning = self._clone(url, again=True)
         except BaseException:
             await asyncio.gather(self._cloning, return_exceptions=True)  # a thread runs on
             raise
         self.progress.note(Step.TARGET, self.plan.describe())
         self._check_stop()
+
+    def _clone(self, url: str, *, again: bool = False) -> asyncio.Future[None]:
+        token, identity = self.secrets.github_token, self.identity
+        return asyncio.ensure_future(
+            asyncio.to_thread(clone, self.workspace_path, url, token, identity, again=again)
+        )
 
     async def _workspace(self) -> None:
         assert self.plan is not None
@@ -681,6 +693,8 @@ class CloneRun:
         else:
             task = attrs.evolve(early[0], prompt=prompt, web_tools=web_tools)
         self._note_proxy()
+        if self.model_proxy is not None:  # needed from the engine's first request on
+            self.model_proxy.prepare_client()
         self.caps = CapWatch(self.request.caps)
         while True:
             if early is not None:

@@ -199,10 +199,25 @@ def git(
     return done.stdout
 
 
-def clone(path: Path, clone_url: str, token: str, identity: EngineIdentity | None = None) -> None:
+def clone_url_for(github_url: str, full_name: str) -> str:
+    """Where git clones `owner/name` on the GitHub at `github_url`, as GitHub names it when the
+    name is spelled as GitHub spells it."""
+    return f"{github_url.rstrip('/')}/{full_name}.git"
+
+
+def clone(
+    path: Path,
+    clone_url: str,
+    token: str,
+    identity: EngineIdentity | None = None,
+    *,
+    again: bool = False,
+) -> None:
     """Clone the repository's default branch into `path` (made, shared with the engine): the
     part of `prepare` that needs only the repository, so it can run while the target is still
-    being read."""
+    being read. `again`: whatever an earlier clone left in `path` goes first."""
+    if again:
+        shutil.rmtree(path, ignore_errors=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.mkdir(exist_ok=True)
     (identity or EngineIdentity()).share(path)
@@ -257,7 +272,7 @@ def prepare(
             f"pull/{plan.number}/head:{local}",
         )
         engine.git("checkout", "--quiet", local)
-    install_pre_push_hook(path, plan.branch, default)
+    install_pre_push_hook(path, plan.branch, default, git_dir=path / ".git")
     if plan.mode is Mode.ISSUE:
         base_ref = engine.head()  # a new branch: it starts where the default branch is
     else:
