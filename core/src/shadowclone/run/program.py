@@ -605,6 +605,7 @@ class CloneRun:
     async def _early_start(self, engine: StartsEarly) -> tuple[EngineTask, EarlyStart] | None:
         try:
             task = await self._task("", web_tools=True)
+            self._prepare_upstream()  # the engine may ask the provider while it starts
             early = await engine.start_early(task)
             log.info("the engine started early, beside the target and workspace steps")
             return task, early
@@ -627,6 +628,12 @@ class CloneRun:
         (started,) = await asyncio.gather(early, return_exceptions=True)
         if isinstance(started, tuple):
             await started[1].discard()
+
+    def _prepare_upstream(self) -> None:
+        """The model proxy's client to the provider, needed from the engine's first request on
+        (made in a thread; not before the engine starts: the first steps need the CPU)."""
+        if self.model_proxy is not None:
+            self.model_proxy.prepare_client()
 
     def _note_proxy(self) -> None:
         """Say once, as the first session starts, that the engine goes through the proxy."""
@@ -693,8 +700,7 @@ class CloneRun:
         else:
             task = attrs.evolve(early[0], prompt=prompt, web_tools=web_tools)
         self._note_proxy()
-        if self.model_proxy is not None:  # needed from the engine's first request on
-            self.model_proxy.prepare_client()
+        self._prepare_upstream()
         self.caps = CapWatch(self.request.caps)
         while True:
             if early is not None:
