@@ -209,6 +209,20 @@ class TestRunProgram:
         origin = (folder.path / "private" / "git" / "config").read_text()
         assert f"url = {gh.url}/owner/app.git" in origin
 
+    def test_with_no_http_github_url_the_clone_waits_for_githubs_address(
+        self, world: World
+    ) -> None:
+        """No guess from a GitHub URL git would read as a path: the clone comes from the
+        address GitHub gives."""
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="No guess")
+        with models(Text("Nothing to do.")) as server:
+            folder = world.folder(number, server, github_url="/srv/git")
+            code, lines = world.run(folder)
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+        origin = (folder.path / "private" / "git" / "config").read_text()
+        assert f"url = {gh.url}/owner/app.git" in origin
+
     def test_the_owners_pull_request_is_continued_on_its_branch(self, world: World) -> None:
         gh = world.github
         number = gh.create_pull_request(

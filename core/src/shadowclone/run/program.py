@@ -399,7 +399,8 @@ class CloneRun:
         # host: it starts at once, while the client is made and the target is read, and is
         # made again from the address GitHub gives if that is another (a renamed repository).
         guess = clone_url_for(self.request.github_url, target.repo_full_name)
-        self._cloning = self._clone(guess)
+        if guess is not None:
+            self._cloning = self._clone(guess)
         try:
             # Made in a thread (its TLS context takes a while): the engine's early start and
             # the clone go on meanwhile.
@@ -409,11 +410,13 @@ class CloneRun:
             self.plan = await asyncio.to_thread(resolve, self.client, target)
             url = self.plan.repository.clone_url
             if url != guess:
-                await asyncio.gather(self._cloning, return_exceptions=True)
-                log.info("cloning again from %s: not at %s", url, guess)
+                if self._cloning is not None:
+                    await asyncio.gather(self._cloning, return_exceptions=True)
+                    log.info("cloning again from %s: not at %s", url, guess)
                 self._cloning = self._clone(url, again=True)
         except BaseException:
-            await asyncio.gather(self._cloning, return_exceptions=True)  # a thread runs on
+            if self._cloning is not None:
+                await asyncio.gather(self._cloning, return_exceptions=True)  # a thread runs on
             raise
         self.progress.note(Step.TARGET, self.plan.describe())
         self._check_stop()

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -199,9 +200,15 @@ def git(
     return done.stdout
 
 
-def clone_url_for(github_url: str, full_name: str) -> str:
+def clone_url_for(github_url: str, full_name: str) -> str | None:
     """Where git clones `owner/name` on the GitHub at `github_url`, as GitHub names it when the
-    name is spelled as GitHub spells it."""
+    name is spelled as GitHub spells it; None unless `github_url` is an http(s) URL (git would
+    take anything else for a path or another transport)."""
+    plain = github_url.isprintable() and not any(char.isspace() for char in github_url)
+    if not plain or not github_url.startswith(("http://", "https://")):
+        return None
+    if not urllib.parse.urlsplit(github_url).netloc:
+        return None
     return f"{github_url.rstrip('/')}/{full_name}.git"
 
 
