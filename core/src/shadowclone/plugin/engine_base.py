@@ -26,6 +26,8 @@ STOP_GRACE_S = 3.0
 PIPE_DRAIN_S = 5.0
 """How long to wait for the last output once the process is gone."""
 EXIT_POLL_S = 0.02
+ABANDON_WAIT_S = 1.0
+"""How long `abandon` waits for a killed process to be reaped (milliseconds, as a rule)."""
 TAKEN_POLL_S = 0.01
 """How often `send` looks whether its queued message has gone to the model."""
 OUTPUT_TAIL_LINES = 30
@@ -112,6 +114,13 @@ class ProcessSession(abc.ABC):
             if self._done.done():
                 raise Refused(f"{self.label}'s session ended before it took the message")
             await asyncio.sleep(TAKEN_POLL_S)
+
+    async def abandon(self) -> None:
+        """Kill the process tree at once, for a session nobody will drive (a start that was
+        cancelled), and return once the process is reaped and its pipes are closed, or after
+        `ABANDON_WAIT_S`: the event loop may end right after, and must not outlive them."""
+        self._tree.signal(signal.SIGKILL)
+        await asyncio.wait({self._done}, timeout=ABANDON_WAIT_S)
 
     async def _end(self) -> None:
         """Stop: SIGTERM to the tree, then SIGKILL after `STOP_GRACE_S`."""

@@ -128,7 +128,7 @@ class CodexEngine:
         except BaseException:
             # Cancelled (the clone stopped while Codex was still starting): nobody will hold
             # this session, so its process goes now.
-            session.abandon()
+            await session.abandon()
             raise
         return EarlyCodex(self, task, session)
 
@@ -260,10 +260,6 @@ class CodexSession(ProcessSession):
                     timeout=INTERRUPT_WAIT_S,
                 )
         await self._end()
-
-    def abandon(self) -> None:
-        """Kill the process tree at once, for a session nobody will drive."""
-        self._tree.signal(signal.SIGKILL)
 
     # ---- opening the session
 
