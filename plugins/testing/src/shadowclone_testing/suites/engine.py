@@ -322,7 +322,11 @@ def deliver_answer(folder: RunFolder, question_id: str, choice: str) -> None:
 def engine_processes(before: set[int]) -> list[psutil.Process]:
     """Children of this test process started since `before` was taken, with their descendants."""
     roots = [child for child in psutil.Process().children() if child.pid not in before]
-    return roots + [process for root in roots for process in root.children(recursive=True)]
+    found = list(roots)
+    for root in roots:
+        with contextlib.suppress(psutil.NoSuchProcess):  # gone meanwhile: nothing below it
+            found += root.children(recursive=True)
+    return found
 
 
 # --------------------------------------------------------------------------- the suite
@@ -757,6 +761,33 @@ class EarlyStartScenarios(EngineScenarios):
 
         _gone, alive = psutil.wait_procs(still_running(tree), timeout=5)
         assert not alive, f"left running after discard: {alive}"
+        assert harness.server.model_requests() == []
+
+    @pytest.mark.parametrize("when", ["at once", "once its process runs"])
+    async def test_a_cancelled_early_start_leaves_no_process(
+        self, harness: Harness, when: str
+    ) -> None:
+        """The run program cancels a start still under way when the clone ends first (a stop,
+        a failed target): whenever the cancel comes, no process of the engine's is left once
+        the cancelled start returns. A start that ended before the cancel came is discarded
+        instead, as the run program does."""
+        before = {child.pid for child in psutil.Process().children()}
+        early_task = harness.task("", workspace=harness.workspace.parent / "never-made")
+        starting = asyncio.ensure_future(self.starts_early(harness).start_early(early_task))
+        if when != "at once":
+            async with asyncio.timeout(STOP_TIMEOUT_S):
+                while not engine_processes(before) and not starting.done():
+                    await asyncio.sleep(0.005)
+        starting.cancel()
+        async with asyncio.timeout(STOP_TIMEOUT_S):
+            (started,) = await asyncio.gather(starting, return_exceptions=True)
+        if not isinstance(started, BaseException):
+            await asyncio.wait_for(started.discard(), STOP_TIMEOUT_S)
+        elif not isinstance(started, asyncio.CancelledError):
+            raise started
+
+        _gone, alive = psutil.wait_procs(still_running(engine_processes(before)), timeout=5)
+        assert not alive, f"left running after the cancelled start: {alive}"
         assert harness.server.model_requests() == []
 
     async def test_a_task_that_changed_since_the_early_start_is_launched_anew(
