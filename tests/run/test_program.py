@@ -187,7 +187,8 @@ class TestRunProgram:
         assert (code, lines[-1].outcome) == (1, Outcome.FAILED)
         [error] = [line for line in lines if line.kind is ProgressKind.ERROR]
         assert error.step.value == "target"
-        assert "owner/nothing-here" in error.text and "404" in error.text
+        # The repository's read, told first though the issue's failed as well.
+        assert "GitHub cannot read the repository owner/nothing-here: 404" in error.text
         assert "git" not in error.text
 
     def test_a_target_spelled_otherwise_is_cloned_from_where_github_says(
@@ -210,15 +211,19 @@ class TestRunProgram:
         assert f"url = {gh.url}/owner/app.git" in origin
 
     def test_with_no_http_github_url_the_clone_waits_for_githubs_address(
-        self, world: World
+        self, world: World, caplog: pytest.LogCaptureFixture
     ) -> None:
-        """No guess from a GitHub URL git would read as a path: the clone comes from the
-        address GitHub gives."""
+        """No guess from a GitHub URL git would read as a path: git never clones from there,
+        and the clone comes from the address GitHub gives."""
         gh = world.github
         number = gh.create_issue("owner/app", author="owner", title="No guess")
-        with models(Text("Nothing to do.")) as server:
+        with (
+            caplog.at_level(logging.INFO, "shadowclone.run.program"),
+            models(Text("Nothing to do.")) as server,
+        ):
             folder = world.folder(number, server, github_url="/srv/git")
             code, lines = world.run(folder)
+        assert "cloning again" not in caplog.text
         assert (code, lines[-1].outcome) == (0, Outcome.DONE)
         origin = (folder.path / "private" / "git" / "config").read_text()
         assert f"url = {gh.url}/owner/app.git" in origin

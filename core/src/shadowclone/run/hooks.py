@@ -86,9 +86,9 @@ def install_pre_push_hook(
 
     Refuses a branch that is the default branch, and names git would not take as a branch.
     """
-    _check_branch_name(workspace, default_branch)
+    _check_branch_name(default_branch)
     if branch is not None:
-        _check_branch_name(workspace, branch)
+        _check_branch_name(branch)
         if branch == default_branch:
             raise Refused(f"the clone's branch may not be the default branch {default_branch!r}")
     hooks = _hooks_folder(workspace, git_dir)
@@ -129,7 +129,7 @@ def _hooks_folder(workspace: Path, git_dir: Path | None = None) -> Path:
     return common.resolve() / HOOKS_FOLDER
 
 
-def _check_branch_name(workspace: Path, branch: str) -> None:
+def _check_branch_name(branch: str) -> None:
     if not _git_takes_branch(branch):
         raise BadInput(f"{branch!r} is not a branch name git accepts")
 

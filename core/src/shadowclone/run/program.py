@@ -410,10 +410,11 @@ class CloneRun:
             self.plan = await asyncio.to_thread(resolve, self.client, target)
             url = self.plan.repository.clone_url
             if url != guess:
-                if self._cloning is not None:
-                    await asyncio.gather(self._cloning, return_exceptions=True)
+                guessed = self._cloning
+                if guessed is not None:
+                    await asyncio.gather(guessed, return_exceptions=True)
                     log.info("cloning again from %s: not at %s", url, guess)
-                self._cloning = self._clone(url, again=True)
+                self._cloning = self._clone(url, again=guessed is not None)
         except BaseException:
             if self._cloning is not None:
                 await asyncio.gather(self._cloning, return_exceptions=True)  # a thread runs on
@@ -430,8 +431,8 @@ class CloneRun:
     async def _workspace(self) -> None:
         assert self.plan is not None
         plan = self.plan
-        if self._cloning is not None:
-            await self._cloning
+        assert self._cloning is not None  # begun by the target step
+        await self._cloning
         self.workspace = await asyncio.to_thread(
             prepare,
             self.workspace_path,
@@ -439,7 +440,6 @@ class CloneRun:
             self.secrets.github_token,
             self.folder.path / PRIVATE_AREA,
             self.identity,
-            cloned=self._cloning is not None,
         )
         user = plan.user.name or plan.user.login
         self.progress.note(

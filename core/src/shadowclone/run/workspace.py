@@ -220,8 +220,8 @@ def clone(
     *,
     again: bool = False,
 ) -> None:
-    """Clone the repository's default branch into `path` (made, shared with the engine): the
-    part of `prepare` that needs only the repository, so it can run while the target is still
+    """Clone the repository's default branch into `path` (made, shared with the engine), before
+    `prepare`: it needs only the repository's address, so it runs while the target is still
     being read. `again`: whatever an earlier clone left in `path` goes first."""
     if again:
         shutil.rmtree(path, ignore_errors=True)
@@ -247,16 +247,12 @@ def prepare(
     token: str,
     private: Path | None = None,
     identity: EngineIdentity | None = None,
-    *,
-    cloned: bool = False,
 ) -> Workspace:
-    """Clone the repository (unless `cloned`), set the owner's identity, check out the clone's
+    """In the fresh clone at `path` (`clone`): set the owner's identity, check out the clone's
     branch, install the pre-push hook, and copy the fresh git directory to the run program's
     `private` folder (default: `private` beside the workspace)."""
     identity = identity or EngineIdentity()
     private = private or path.parent / "private"
-    if not cloned:
-        clone(path, plan.repository.clone_url, token, identity)
     engine = Workspace(path, token)  # the workspace's .git: ours until the engine starts
     user = plan.user
     engine.git("config", "user.name", user.name or user.login)
