@@ -3,7 +3,9 @@ floor measured in the same run: a bare `docker run --rm` of the same image plus 
 CLI started on the host to its first model request (goal: at most 1.3x the floor).
 
 Run (root, after scripts/start-docker and scripts/build-image):
-`python bench/docker_start.py [--runs 5] [--engine claude|codex|both]` (both by default)
+`python bench/docker_start.py [--runs 5] [--engine claude|codex|both]` (both by default);
+`--github-latency-ms N` answers each fake GitHub request N ms late, as a GitHub across the
+internet would (the floor has no GitHub: compare two images at the same latency with it).
 
 Each run starts a clone on a fresh issue of a fake GitHub, with `serve` (Docker launcher) in
 this process and the real engine in the clone image against the scripted fake model server,
@@ -122,9 +124,12 @@ class Measured:
     steps: list[str]
 
 
-def measure(engine: str, runs: int, image: str, address: str) -> Measured:
+def measure(
+    engine: str, runs: int, image: str, address: str, github_latency_s: float = 0.0
+) -> Measured:
     """`runs` clones of `engine` in Docker under serve, each beside a bare `docker run` and a
-    bare start of the engine CLI."""
+    bare start of the engine CLI; the fake GitHub answers each request `github_latency_s`
+    late."""
     with tempfile.TemporaryDirectory(prefix="bench-docker-") as temp:
         root = Path(temp)
         paths = default_paths({HOME_VARIABLE: str(root / "home")})
@@ -133,6 +138,7 @@ def measure(engine: str, runs: int, image: str, address: str) -> Measured:
             FakeGitHub(root / "github", host=address) as github,
             FakeModelServer([], final_text="Done.", host=address) as model,
         ):
+            github.latency_s = github_latency_s
             base_url = model.url_for(address) + ("/v1" if engine == "codex" else "")
             for key, value in (
                 ("launcher", '"docker"'),
@@ -231,6 +237,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--engine", choices=[*sorted(LOGINS), "both"], default="both")
     parser.add_argument("--image", default=DEFAULT_IMAGE)
     parser.add_argument("--quick", action="store_true", help="one run each: it works, roughly")
+    parser.add_argument(
+        "--github-latency-ms",
+        type=float,
+        default=0.0,
+        help="each fake GitHub request answered this late (a GitHub across the internet; the "
+        "floor has no GitHub, so compare images at the same latency, not against the goal)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.runs = 1
@@ -238,7 +251,7 @@ def main(argv: list[str]) -> int:
     engines = sorted(LOGINS) if args.engine == "both" else [args.engine]
     ratios = []
     for engine in engines:
-        measured = measure(engine, args.runs, args.image, address)
+        measured = measure(engine, args.runs, args.image, address, args.github_latency_ms / 1000)
         print(f"engine {engine}, image {args.image}, {args.runs} runs")
         clone = shown("start -> first model request", measured.clone_times)
         bare = shown("docker run --rm IMAGE true", measured.bare_times)

@@ -31,7 +31,9 @@ from shadowclone.node.schemas import (
     dumps,
 )
 from shadowclone.node.target import Target
+from shadowclone.plugin.contract import RUN_FOLDER_VARIABLE, SECRETS_VARIABLE
 from shadowclone.plugin.types import Outcome
+from shadowclone.run.headstart import HeadStart
 from shadowclone.run.program import run_clone
 from shadowclone.run.prompt import RESUME_PROMPT
 from shadowclone_testing.fakes.github import FakeGitHub
@@ -101,8 +103,17 @@ class World:
             **changes,
         )
 
-    def run(self, folder: RunFolder) -> tuple[int, list[ProgressLine]]:
-        code = asyncio.run(run_clone(folder, self.secrets()))
+    def run(self, folder: RunFolder, head_start: bool = True) -> tuple[int, list[ProgressLine]]:
+        """Run the clone as its entry point does: with a head start (run/headstart.py) unless
+        `head_start` is False, and then each later phase."""
+        secrets = self.secrets()
+        environ = {**os.environ, RUN_FOLDER_VARIABLE: str(folder.path)}
+        head = HeadStart.begin({**environ, SECRETS_VARIABLE: str(secrets)}) if head_start else None
+        try:
+            code = asyncio.run(run_clone(folder, secrets, head_start=head))
+        finally:
+            if head is not None:
+                head.close()
         for _ in range(3):  # launch the next phase, as serve does when a clone hands on
             if not folder.handoff_file.exists():
                 break
@@ -160,14 +171,15 @@ class TestRunProgram:
         assert steps.index("review") < steps.index("save") < steps.index("finish")
         assert final.report is not None and "GREETING.md | 1 +" in final.report
 
+    @pytest.mark.parametrize("head_start", [True, False], ids=["head-start", "no-head-start"])
     def test_an_issue_that_cannot_be_read_fails_with_one_line_while_cloning(
-        self, world: World
+        self, world: World, head_start: bool
     ) -> None:
         """The clone begins as soon as the repository is read: a target that cannot be read
         after it (an issue that does not exist) still ends the clone with one line saying so,
         and the engine never starts."""
         with models(Text("never asked")) as server:
-            code, lines = world.run(world.folder(404, server))
+            code, lines = world.run(world.folder(404, server), head_start)
             assert server.requests == []
         assert (code, lines[-1].outcome) == (1, Outcome.FAILED)
         [error] = [line for line in lines if line.kind is ProgressKind.ERROR]
@@ -175,14 +187,15 @@ class TestRunProgram:
         assert "owner/app#404: 404 Not Found" in error.text
         assert [line for line in lines if line.step.value == "engine"] == []
 
+    @pytest.mark.parametrize("head_start", [True, False], ids=["head-start", "no-head-start"])
     def test_a_repository_that_does_not_exist_fails_at_the_target_with_githubs_word(
-        self, world: World
+        self, world: World, head_start: bool
     ) -> None:
         """The clone starts before the repository is read: when there is none, the line says
         what GitHub said of it, not what git said of the clone."""
         with models(Text("never asked")) as server:
             folder = world.folder(1, server, target=Target("owner", "nothing-here", 1))
-            code, lines = world.run(folder)
+            code, lines = world.run(folder, head_start)
             assert server.requests == []
         assert (code, lines[-1].outcome) == (1, Outcome.FAILED)
         [error] = [line for line in lines if line.kind is ProgressKind.ERROR]
@@ -191,8 +204,9 @@ class TestRunProgram:
         assert "GitHub cannot read the repository owner/nothing-here: 404" in error.text
         assert "git" not in error.text
 
+    @pytest.mark.parametrize("head_start", [True, False], ids=["head-start", "no-head-start"])
     def test_a_target_spelled_otherwise_is_cloned_from_where_github_says(
-        self, world: World, caplog: pytest.LogCaptureFixture
+        self, world: World, head_start: bool, caplog: pytest.LogCaptureFixture
     ) -> None:
         """The clone starts from the address the target's name gives; GitHub names the
         repository in its own letter case, and the workspace's origin is GitHub's address."""
@@ -203,15 +217,16 @@ class TestRunProgram:
             models(Shell("echo hi > HI.md"), Text("Added HI.md.")) as server,
         ):
             folder = world.folder(number, server, target=Target("OWNER", "App", number))
-            code, lines = world.run(folder)
+            code, lines = world.run(folder, head_start)
         assert f"cloning again from {gh.url}/owner/app.git" in caplog.text
         assert (code, lines[-1].outcome) == (0, Outcome.DONE)
         assert gh.read_file("owner/app", f"shadowclone/{number}-respelled", "HI.md") == "hi\n"
         origin = (folder.path / "private" / "git" / "config").read_text()
         assert f"url = {gh.url}/owner/app.git" in origin
 
+    @pytest.mark.parametrize("head_start", [True, False], ids=["head-start", "no-head-start"])
     def test_with_no_http_github_url_the_clone_waits_for_githubs_address(
-        self, world: World, caplog: pytest.LogCaptureFixture
+        self, world: World, head_start: bool, caplog: pytest.LogCaptureFixture
     ) -> None:
         """No guess from a GitHub URL git would read as a path: git never clones from there,
         and the clone comes from the address GitHub gives."""
@@ -222,11 +237,38 @@ class TestRunProgram:
             models(Text("Nothing to do.")) as server,
         ):
             folder = world.folder(number, server, github_url="/srv/git")
-            code, lines = world.run(folder)
+            code, lines = world.run(folder, head_start)
         assert "cloning again" not in caplog.text
         assert (code, lines[-1].outcome) == (0, Outcome.DONE)
         origin = (folder.path / "private" / "git" / "config").read_text()
         assert f"url = {gh.url}/owner/app.git" in origin
+
+    def test_a_head_start_of_another_request_is_thrown_away(
+        self, world: World, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A head start is taken only for the request it read: one begun for another issue is
+        ended, its clone removed, and the target step does its own reads and clone."""
+        gh = world.github
+        first = gh.create_issue("owner/app", author="owner", title="First")
+        second = gh.create_issue("owner/app", author="owner", title="Second")
+        secrets = world.secrets()
+        with (
+            caplog.at_level(logging.WARNING, "shadowclone.run.program"),
+            models(Text("Nothing to do.")) as server,
+        ):
+            other = world.folder(first, server)
+            environ = {RUN_FOLDER_VARIABLE: str(other.path), SECRETS_VARIABLE: str(secrets)}
+            head = HeadStart.begin({**os.environ, **environ})
+            assert head is not None and head.cloning is not None
+            folder = world.folder(second, server)
+            code = asyncio.run(run_clone(folder, secrets, head_start=head))
+        assert code == 0
+        assert "the head start read another request" in caplog.text
+        assert head.take_clone() is None and head.take_client() is None
+        assert not (other.path / "workspace").exists()
+        lines, _, _ = folder.progress()
+        assert lines[-1].outcome is Outcome.DONE
+        assert any(f"shadowclone/{second}-second" in line.text for line in lines)
 
     def test_the_owners_pull_request_is_continued_on_its_branch(self, world: World) -> None:
         gh = world.github

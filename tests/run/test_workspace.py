@@ -6,7 +6,7 @@ import urllib.parse
 
 from hypothesis import given
 from hypothesis import strategies as st
-from shadowclone.run.workspace import clone_url_for
+from shadowclone.run.cloning import clone_url_for
 
 NAME = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
 HOST = st.from_regex(

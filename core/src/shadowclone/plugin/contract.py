@@ -1,41 +1,4 @@
-"""The run contract: what a launcher hands the run program, and the names both sides and the
-engines agree on, defined here once.
+"""The run contract, where a plugin finds it: defined in `shadowclone.contract`, outside this
+package, so that the run program's entry point reads it without importing the plugin API."""
 
-A launcher starts the run program with the run folder and the secrets file where these
-variables say (a container's launcher mounts them at the fixed paths below), the clone's id in
-`CLONE_ID_VARIABLE` (serve puts it, with the rest of the non-secret variables, in
-`LaunchSpec.env`), and labels its clone with `LABEL_CLONE` so it finds it again.
-"""
-
-from __future__ import annotations
-
-RUN_FOLDER_VARIABLE = "SHADOWCLONE_RUN_FOLDER"
-"""Where the clone's run folder is, as the run program sees it."""
-SECRETS_VARIABLE = "SHADOWCLONE_SECRETS_FILE"
-"""Where the owner's secrets file is, read-only: the run program alone opens it."""
-CLONE_ID_VARIABLE = "SHADOWCLONE_CLONE_ID"
-"""The clone's id; every process of the clone inherits it, so leftovers can be found."""
-LOGIN_STATE_VARIABLE = "SHADOWCLONE_LOGIN_STATE"
-"""The login's state folder, which outlives the clone (a ChatGPT plan's rotated tokens)."""
-EGRESS_VARIABLE = "SHADOWCLONE_EGRESS_PROXY"
-"""A network-off clone's way out (a proxy URL with its token), for the run program alone."""
-WORKSPACE_VARIABLE = "SHADOWCLONE_WORKSPACE"
-"""Where the workspace goes (default: `workspace` in the run folder)."""
-ENGINE_USER_VARIABLE = "SHADOWCLONE_ENGINE_USER"
-"""UID:GID the engine runs as, apart from the run program (the clone image sets it)."""
-SHARED_GROUP_VARIABLE = "SHADOWCLONE_SHARED_GROUP"
-"""The group the run program and the engine share their folders through."""
-
-CONTAINER_RUN_FOLDER = "/clone/run"
-"""Where a container's launcher mounts the run folder (the run program's default)."""
-CONTAINER_SECRETS_FILE = "/clone/secrets.toml"
-"""Where a container's launcher mounts the secrets file (the run program's default)."""
-
-LABEL_CLONE = "shadowclone.clone"
-"""The label naming the clone a launcher's container (or process) runs."""
-LABEL_TARGET = "shadowclone.target"
-"""The label naming the clone's target, owner/repo#number."""
-
-ASK_SERVER = "shadowclone_ask"
-"""The MCP server the engine asks the owner through; its tool is `mcp__shadowclone_ask__ask`."""
-ASK_TOOL = "ask"
+from shadowclone.contract import *  # noqa: F403

@@ -41,8 +41,7 @@ _CAP_SETGID = 6
 _CAP_SETUID = 7
 SHARED_DIR_MODE = 0o2770
 """Shared folders: the run program's and the group's, new entries inherit the group."""
-SHARED_UMASK = 0o007
-"""What the engine (and the run program in shared folders) creates, the other can change."""
+SHARED_UMASK = contract.SHARED_UMASK
 
 
 class IdentityError(ShadowcloneError):

@@ -14,7 +14,9 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -66,9 +68,11 @@ from shadowclone.proxy import (
 from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
+from shadowclone.run.cloning import clone_url_for, finish_clone
 from shadowclone.run.drive import EngineResult, supervise_engine
 from shadowclone.run.drive.caps import CapWatch, Reached, priced
 from shadowclone.run.github import GithubClient
+from shadowclone.run.headstart import HeadStart
 from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
 from shadowclone.run.inbox import FileWatch, delivered, set_on_stop
 from shadowclone.run.plan import Mode, Plan, resolve
@@ -83,13 +87,7 @@ from shadowclone.run.report import Ending, final_report, message_fates, pr_body,
 from shadowclone.run.review.runner import run_review_stages
 from shadowclone.run.save import Saved, save
 from shadowclone.run.secrets import Secrets
-from shadowclone.run.workspace import (
-    Workspace,
-    clone,
-    clone_url_for,
-    prepare,
-    trust_work_tree,
-)
+from shadowclone.run.workspace import Workspace, clone, prepare, trust_work_tree
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +121,11 @@ class CloneRun:
         *,
         egress_proxy: str | None = None,
         login_state: Path | None = None,
+        head_start: HeadStart | None = None,
     ) -> None:
         self.folder = folder
+        self.head_start = head_start
+        """The clone and the reads the entry point began, for the target step to take."""
         self.egress_proxy = egress_proxy
         """How a network-off clone reaches the model's host; only the run program holds it."""
         self.login_state = login_state
@@ -216,6 +217,8 @@ class CloneRun:
                 self.identity.remove(self.engine_area)
             if self.client is not None:
                 self.client.close()
+            if self.head_start is not None:
+                await asyncio.to_thread(self.head_start.close)
 
     async def _steps(self) -> int:
         handoff = self._take_handoff()
@@ -399,15 +402,33 @@ class CloneRun:
         # host: it starts at once, while the client is made and the target is read, and is
         # made again from the address GitHub gives if that is another (a renamed repository).
         guess = clone_url_for(self.request.github_url, target.repo_full_name)
-        if guess is not None:
+        token, api_url = self.secrets.github_token, self.request.github_api_url
+        head, self.head_start = self.head_start, None
+        if head is not None and not head.matches(
+            target, api_url, token, guess, self.workspace_path
+        ):
+            log.warning("the head start read another request: the target step starts over")
+            await asyncio.to_thread(head.close)
+            if head.guess is not None:  # its clone was killed: what it left goes
+                await asyncio.to_thread(shutil.rmtree, head.workspace, True)
+            head = None
+        if head is not None:
+            cloning = head.take_clone()
+            if cloning is not None:
+                self._cloning = self._finish_clone(cloning)
+        elif guess is not None:
             self._cloning = self._clone(guess)
         try:
-            # Made in a thread (its TLS context takes a while): the engine's early start and
-            # the clone go on meanwhile.
-            self.client = await asyncio.to_thread(
-                GithubClient, self.secrets.github_token, api_url=self.request.github_api_url
-            )
-            self.plan = await asyncio.to_thread(resolve, self.client, target)
+            if head is not None:  # the entry point began the reads (run/headstart.py)
+                try:
+                    self.plan = await asyncio.wrap_future(head.plan)
+                finally:
+                    self.client = head.take_client()
+            else:
+                # Made in a thread (its TLS context takes a while): the engine's early start
+                # and the clone go on meanwhile.
+                self.client = await asyncio.to_thread(GithubClient, token, api_url=api_url)
+                self.plan = await asyncio.to_thread(resolve, self.client, target)
             url = self.plan.repository.clone_url
             if url != guess:
                 guessed = self._cloning
@@ -427,6 +448,9 @@ class CloneRun:
         return asyncio.ensure_future(
             asyncio.to_thread(clone, self.workspace_path, url, token, identity, again=again)
         )
+
+    def _finish_clone(self, process: subprocess.Popen[str]) -> asyncio.Future[None]:
+        return asyncio.ensure_future(asyncio.to_thread(finish_clone, process))
 
     async def _workspace(self) -> None:
         assert self.plan is not None
@@ -922,6 +946,7 @@ async def run_clone(
     egress_proxy: str | None = None,
     login_state: Path | None = None,
     own_output_redacted: bool = False,
+    head_start: HeadStart | None = None,
 ) -> int:
     """Run the clone of `folder` to its end; returns the exit code. `own_output_redacted`:
     this process's output is redacted from the moment the secrets are read (the program's
@@ -938,7 +963,15 @@ async def run_clone(
         # to the last line it prints on its way out.
         atexit.register(RedactedDescriptors(Redactor(secrets.all_values())).close)
     return await _run_clone(
-        folder, request, secrets, workspace_path, registry, identity, egress_proxy, login_state
+        folder,
+        request,
+        secrets,
+        workspace_path,
+        registry,
+        identity,
+        egress_proxy,
+        login_state,
+        head_start,
     )
 
 
@@ -951,6 +984,7 @@ async def _run_clone(
     identity: EngineIdentity | None,
     egress_proxy: str | None,
     login_state: Path | None,
+    head_start: HeadStart | None = None,
 ) -> int:
     if request.mode is RunMode.CHECK:
         from shadowclone.run.check import run_check
@@ -967,12 +1001,22 @@ async def _run_clone(
         identity,
         egress_proxy=egress_proxy,
         login_state=login_state,
+        head_start=head_start,
     )
     return await run.run()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The entry point `shadowclone-run` (and `python -m shadowclone.run`)."""
+def main(head_start: HeadStart | None = None) -> int:
+    """The run program, from its entry point (run/headstart.py), which may have begun the
+    clone and the target's reads (`head_start`)."""
+    try:
+        return _main(head_start)
+    finally:
+        if head_start is not None:
+            head_start.close()  # what no step took
+
+
+def _main(head_start: HeadStart | None) -> int:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s"
     )
@@ -1004,6 +1048,7 @@ def main(argv: list[str] | None = None) -> int:
                 egress_proxy=egress_proxy,
                 login_state=Path(login_state) if login_state else None,
                 own_output_redacted=True,
+                head_start=head_start,
             )
         )
     except ShadowcloneError as error:
@@ -1011,12 +1056,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def main_exit() -> NoReturn:
+def main_exit(head_start: HeadStart | None = None) -> NoReturn:
     """Run `main` and end the process at once: by then every file is written and closed, and
     the interpreter's own teardown (about 60 ms of freeing modules) would only delay the moment
     serve sees the clone end. The exit hooks (logging's flush, the redacted output's last
     lines) still run."""
-    code = main()
+    code = main(head_start)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):

@@ -9,8 +9,7 @@ global config, and reads the work tree only as data. The engine's commits are re
 (its object folder is an alternate of ours), never by running git in its repository as the
 run program; git there runs as the engine's user (`engine_git`).
 
-The GitHub token never lands on disk: git asks a credential helper that reads it from a
-variable the run program sets for its own git calls only.
+The GitHub token never lands on disk (run/cloning.py).
 """
 
 from __future__ import annotations
@@ -20,45 +19,32 @@ import os
 import re
 import shutil
 import subprocess
-import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 
-from shadowclone.errors import ShadowcloneError
+from shadowclone.run.cloning import (
+    CREDENTIAL_HELPER,
+    GIT_TIMEOUT_S,
+    GitError,
+    check_git,
+    finish_clone,
+    git_environment,
+    start_clone,
+)
 from shadowclone.run.hooks import install_pre_push_hook
 from shadowclone.run.identity import EngineIdentity
 from shadowclone.run.plan import Mode, Plan
 
 log = logging.getLogger(__name__)
 
-TOKEN_VARIABLE = "SHADOWCLONE_GIT_TOKEN"
-CREDENTIAL_HELPER = (
-    '!f() { test "$1" = get || exit 0; echo username=x-access-token; '
-    f'echo "password=${TOKEN_VARIABLE}"; }}; f'
-)
 REVIEW_BRANCH = "shadowclone/review-{number}"
 PRIVATE_GIT = "git"
+"""The run program's git directory, inside its private folder."""
 GIT_CONFIG = "gitconfig"
 """The run program's global git config: only `safe.directory` for the shared work tree."""
-"""The run program's git directory, inside its private folder."""
 _OBJECT_ID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
-GIT_TIMEOUT_S = 30 * 60.0
-
-SAFE_GIT_ENV = {
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_ATTR_NOSYSTEM": "1",
-}
-"""No config but the repository's own: a system or global file could name programs to run."""
-
-
-class GitError(ShadowcloneError):
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @attrs.frozen
@@ -162,10 +148,6 @@ class Workspace:
         return self.git("diff", "--stat", self.base_ref, "HEAD").strip()
 
 
-def _environment(token: str, env: Mapping[str, str] | None) -> dict[str, str]:
-    return {**os.environ, **SAFE_GIT_ENV, TOKEN_VARIABLE: token, **(env or {})}
-
-
 def git(
     cwd: Path,
     *args: str,
@@ -177,7 +159,7 @@ def git(
 ) -> str:
     """Run git; `run_as` runs it as another user, with `env` alone (`inherit=False`)."""
     if inherit:
-        environment = _environment(token, env)
+        environment = git_environment(token, env)
     else:
         environment = {**(env or {}), "GIT_TERMINAL_PROMPT": "0"}
     try:
@@ -193,23 +175,9 @@ def git(
         )
     except subprocess.TimeoutExpired:
         raise GitError(f"git {args[0]} took more than {GIT_TIMEOUT_S:.0f} s") from None
-    if check and done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()
-        tail = " / ".join(detail[-3:]) if detail else f"exit {done.returncode}"
-        raise GitError(f"git {args[0]} failed: {tail}", done.returncode)
+    if check:
+        check_git(args[0], done.returncode, done.stdout, done.stderr)
     return done.stdout
-
-
-def clone_url_for(github_url: str, full_name: str) -> str | None:
-    """Where git clones `owner/name` on the GitHub at `github_url`, as GitHub names it when the
-    name is spelled as GitHub spells it; None unless `github_url` is an http(s) URL (git would
-    take anything else for a path or another transport)."""
-    plain = github_url.isprintable() and not any(char.isspace() for char in github_url)
-    if not plain or not github_url.startswith(("http://", "https://")):
-        return None
-    if not urllib.parse.urlsplit(github_url).netloc:
-        return None
-    return f"{github_url.rstrip('/')}/{full_name}.git"
 
 
 def clone(
@@ -225,20 +193,9 @@ def clone(
     being read. `again`: whatever an earlier clone left in `path` goes first."""
     if again:
         shutil.rmtree(path, ignore_errors=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.mkdir(exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True)
     (identity or EngineIdentity()).share(path)
-    git(
-        path,
-        "-c",
-        f"credential.helper={CREDENTIAL_HELPER}",
-        "clone",
-        "--quiet",
-        "--no-tags",
-        clone_url,
-        ".",
-        token=token,
-    )
+    finish_clone(start_clone(path, clone_url, token))
 
 
 def prepare(

@@ -13,6 +13,7 @@ import json
 import logging
 import socket
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -45,6 +46,9 @@ class FakeGitHub(GitHubStore):
         self.host = host
         self.public_host = public_host or ("127.0.0.1" if host in ("0.0.0.0", "") else host)
         self._port = port
+        self.latency_s = 0.0
+        """How long each request waits before it is handled: a GitHub across the internet (the
+        benchmarks' `--github-latency-ms`); none by default."""
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -169,6 +173,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         fake = self.server.fake
         body = self._read_body()
+        if fake.latency_s > 0:
+            time.sleep(fake.latency_s)
         path, _, query = self.path.partition("?")
         token = self._token()
         user = fake._login_for(token) if token else None

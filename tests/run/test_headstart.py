@@ -1,0 +1,189 @@
+"""The entry point's head start (run/headstart.py): it reads only plain first-launch requests,
+what it reads is the request the run program parses, and what nobody takes is ended."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import Handoff, Request, Resume, RunMode, dumps
+from shadowclone.node.target import Target
+from shadowclone.plugin.contract import RUN_FOLDER_VARIABLE, SECRETS_VARIABLE
+from shadowclone.plugin.types import NetworkMode
+from shadowclone.run.headstart import HeadStart, _plain_request
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    max_leaves=20,
+)
+NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
+TARGETS = st.builds(
+    Target, NAMES, NAMES, st.integers(1, 10**9), st.sampled_from([None, "issue", "pull"])
+)
+
+
+def request_for(target: Target, **changes: Any) -> Request:
+    fields: dict[str, Any] = {
+        "id": "clone-1",
+        "target": target,
+        "engine": "claude",
+        "login": "claude-api-key",
+        "launcher": "fake",
+        "image": "unused",
+        "github_url": "http://127.0.0.1:9",
+        "github_api_url": "http://127.0.0.1:9/api/v3",
+    }
+    return Request(**{**fields, **changes})
+
+
+@given(JSON)
+def test_any_json_is_a_plain_request_or_none(value: object) -> None:
+    read = _plain_request(value)
+    if read is not None:
+        (owner, repo, number, kind), github_url, api_url = read
+        assert isinstance(owner, str) and isinstance(repo, str) and type(number) is int
+        assert kind is None or isinstance(kind, str)
+        assert isinstance(github_url, str) and isinstance(api_url, str)
+
+
+@given(TARGETS, st.text(), st.text())
+def test_what_it_reads_is_the_request_the_run_program_parses(
+    target: Target, github_url: str, api_url: str
+) -> None:
+    request = request_for(target, github_url=github_url, github_api_url=api_url)
+    raw = json.loads(dumps(request))
+    assert _plain_request(raw) == (
+        (target.owner, target.repo, target.number, target.kind),
+        github_url,
+        api_url,
+    )
+    assert _plain_request({**raw, "mode": RunMode.CHECK.value}) is None
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> RunFolder:
+    folder = RunFolder(tmp_path / "run")
+    folder.path.mkdir()
+    folder.write_request(request_for(Target("owner", "app", 1)))
+    return folder
+
+
+@pytest.fixture
+def environ(tmp_path: Path, folder: RunFolder) -> dict[str, str]:
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text('github_token = "ghp_headstart"\n')
+    return {
+        key: value
+        for key, value in {
+            **os.environ,
+            RUN_FOLDER_VARIABLE: str(folder.path),
+            SECRETS_VARIABLE: str(secrets),
+        }.items()
+        if not key.startswith("SHADOWCLONE_ENGINE") and not key.startswith("SHADOWCLONE_SHARED")
+    }
+
+
+@pytest.fixture
+def silent_github() -> Iterator[str]:
+    """An address that takes connections and never answers: git and the reads wait on it."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_a_relaunch_a_check_and_unreadable_files_get_no_head_start(
+    tmp_path: Path, folder: RunFolder, environ: dict[str, str]
+) -> None:
+    secrets = Path(environ[SECRETS_VARIABLE])
+    folder.write_handoff(Handoff(NetworkMode.MODEL_ONLY, Resume.ENGINE))
+    assert HeadStart.begin(environ) is None
+    folder.handoff_file.unlink()
+
+    folder.write_request(request_for(Target("owner", "app", 1), mode=RunMode.CHECK))
+    assert HeadStart.begin(environ) is None
+
+    for bad in (b"", b"{", b"\xff\xfe", b"[]", b'{"target": "owner/app#1"}'):
+        folder.request_file.write_bytes(bad)
+        assert HeadStart.begin(environ) is None
+    folder.request_file.unlink()
+    os.mkfifo(folder.request_file)  # never opened for reading: it would wait for a writer
+    assert HeadStart.begin(environ) is None
+    folder.request_file.unlink()
+
+    folder.write_request(request_for(Target("owner", "app", 1), github_url="/srv/git"))
+    for text in ('github_token = ""\n', "github_token = 1\n", "not toml\n", 'other = "x"\n'):
+        secrets.write_text(text)
+        assert HeadStart.begin(environ) is None
+    secrets.unlink()
+    assert HeadStart.begin(environ) is None
+
+
+def test_what_nobody_takes_is_ended(
+    folder: RunFolder, environ: dict[str, str], silent_github: str
+) -> None:
+    """A head start whose clone and reads wait on a GitHub that never answers: closing it kills
+    git and the helper it started, and closes the reads' client."""
+    folder.write_request(
+        request_for(
+            Target("owner", "app", 1),
+            github_url=silent_github,
+            github_api_url=f"{silent_github}/api/v3",
+        )
+    )
+    head = HeadStart.begin(environ)
+    assert head is not None and head.guess == f"{silent_github}/owner/app.git"
+    cloning = head.cloning
+    assert cloning is not None and cloning.poll() is None
+    assert head.workspace == folder.path / "workspace"
+    deadline = time.monotonic() + 10
+    while not psutil.Process(cloning.pid).children() and time.monotonic() < deadline:
+        time.sleep(0.01)  # until git started its HTTP helper, which holds the pipes too
+    helpers = psutil.Process(cloning.pid).children(recursive=True)
+    assert helpers
+    head.close()
+    assert cloning.returncode is not None
+    assert not [helper for helper in helpers if running(helper)]
+    assert head.take_clone() is None and head.take_client() is None
+    assert not head.plan.done() or head.plan.exception() is not None
+
+
+def running(process: psutil.Process, wait_s: float = 5.0) -> bool:
+    """Whether `process` still runs after `wait_s` (killed, it is gone or a zombie soon)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_it_is_taken_only_for_what_it_read(folder: RunFolder, environ: dict[str, str]) -> None:
+    folder.write_request(request_for(Target("owner", "app", 1), github_url="/srv/git"))
+    head = HeadStart.begin(environ)
+    assert head is not None and head.guess is None and head.cloning is None
+    try:
+        same = (Target("owner", "app", 1), "http://127.0.0.1:9/api/v3", "ghp_headstart", None)
+        workspace = folder.path / "workspace"
+        assert head.matches(*same, workspace)
+        assert not head.matches(Target("owner", "app", 2), *same[1:], workspace)
+        assert not head.matches(same[0], "http://127.0.0.1:9/api", *same[2:], workspace)
+        assert not head.matches(*same[:2], "ghp_other", None, workspace)
+        assert not head.matches(*same[:3], "http://127.0.0.1:9/owner/app.git", workspace)
+        assert not head.matches(*same, folder.path / "elsewhere")
+    finally:
+        head.close()
