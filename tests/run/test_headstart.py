@@ -21,6 +21,8 @@ from shadowclone.node.target import Target
 from shadowclone.plugin.contract import RUN_FOLDER_VARIABLE, SECRETS_VARIABLE
 from shadowclone.plugin.types import NetworkMode
 from shadowclone.run.headstart import HeadStart, _plain_request
+from shadowclone.run.identity import EngineIdentity
+from shadowclone_testing.fakes.github import FakeGitHub
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -150,13 +152,36 @@ def test_what_nobody_takes_is_ended(
     deadline = time.monotonic() + 10
     while not psutil.Process(cloning.pid).children() and time.monotonic() < deadline:
         time.sleep(0.01)  # until git started its HTTP helper, which holds the pipes too
-    helpers = psutil.Process(cloning.pid).children(recursive=True)
+    git = psutil.Process(cloning.pid)
+    helpers = git.children(recursive=True)
     assert helpers
     head.close()
-    assert cloning.returncode is not None
-    assert not [helper for helper in helpers if running(helper)]
-    assert head.take_clone() is None and head.take_client() is None
-    assert not head.plan.done() or head.plan.exception() is not None
+    assert not [process for process in (git, *helpers) if running(process)]
+    assert head.take_client() is None  # closed
+    assert head.cloned.exception(timeout=10) is not None  # git was killed
+
+
+def test_a_head_start_closed_before_its_reads_end_prepares_nothing(
+    tmp_path: Path, folder: RunFolder, environ: dict[str, str]
+) -> None:
+    with FakeGitHub(tmp_path / "github") as github:
+        token = github.add_user("owner", name="The Owner")
+        github.create_repo("owner/app", files={"README.md": "# app\n"})
+        number = github.create_issue("owner/app", author="owner", title="Late")
+        Path(environ[SECRETS_VARIABLE]).write_text(f'github_token = "{token}"\n')
+        folder.write_request(
+            request_for(
+                Target("owner", "app", number),
+                github_url=github.url,
+                github_api_url=github.api_url,
+            )
+        )
+        github.latency_s = 0.5
+        head = HeadStart.begin(environ)
+        assert head is not None
+        head.close()
+        assert head.prepared.result(timeout=30) is None
+    assert not (folder.path / "private").exists()
 
 
 def running(process: psutil.Process, wait_s: float = 5.0) -> bool:
@@ -178,12 +203,17 @@ def test_it_is_taken_only_for_what_it_read(folder: RunFolder, environ: dict[str,
     assert head is not None and head.guess is None and head.cloning is None
     try:
         same = (Target("owner", "app", 1), "http://127.0.0.1:9/api/v3", "ghp_headstart", None)
-        workspace = folder.path / "workspace"
-        assert head.matches(*same, workspace)
-        assert not head.matches(Target("owner", "app", 2), *same[1:], workspace)
-        assert not head.matches(same[0], "http://127.0.0.1:9/api", *same[2:], workspace)
-        assert not head.matches(*same[:2], "ghp_other", None, workspace)
-        assert not head.matches(*same[:3], "http://127.0.0.1:9/owner/app.git", workspace)
-        assert not head.matches(*same, folder.path / "elsewhere")
+        places = (folder.path / "workspace", folder.path / "private")
+        identity = EngineIdentity()
+        assert head.identity == identity
+        assert head.matches(*same, places, identity)
+        assert not head.matches(Target("owner", "app", 2), *same[1:], places, identity)
+        assert not head.matches(same[0], "http://127.0.0.1:9/api", *same[2:], places, identity)
+        assert not head.matches(*same[:2], "ghp_other", None, places, identity)
+        guessed = "http://127.0.0.1:9/owner/app.git"
+        assert not head.matches(*same[:3], guessed, places, identity)
+        assert not head.matches(*same, (folder.path / "elsewhere", places[1]), identity)
+        assert not head.matches(*same, (places[0], folder.path / "elsewhere"), identity)
+        assert not head.matches(*same, places, EngineIdentity(4242, 4242, 4243, "setpriv"))
     finally:
         head.close()

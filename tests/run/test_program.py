@@ -61,6 +61,8 @@ class World:
     stranger_token: str
     phases: list[str] = attrs.field(factory=list)
     """The networks of the phases launched after the first."""
+    heads: list[HeadStart] = attrs.field(factory=list)
+    """The head starts `run` began, in order."""
 
     def secrets(self) -> Path:
         path = self.tmp / "secrets.toml"
@@ -109,6 +111,8 @@ class World:
         secrets = self.secrets()
         environ = {**os.environ, RUN_FOLDER_VARIABLE: str(folder.path)}
         head = HeadStart.begin({**environ, SECRETS_VARIABLE: str(secrets)}) if head_start else None
+        if head is not None:
+            self.heads.append(head)
         try:
             code = asyncio.run(run_clone(folder, secrets, head_start=head))
         finally:
@@ -264,11 +268,33 @@ class TestRunProgram:
             code = asyncio.run(run_clone(folder, secrets, head_start=head))
         assert code == 0
         assert "the head start read another request" in caplog.text
-        assert head.take_clone() is None and head.take_client() is None
-        assert not (other.path / "workspace").exists()
+        assert head.take_client() is None
+        assert not (other.path / "workspace").exists() and not (other.path / "private").exists()
         lines, _, _ = folder.progress()
         assert lines[-1].outcome is Outcome.DONE
         assert any(f"shadowclone/{second}-second" in line.text for line in lines)
+
+    def test_the_head_start_prepares_an_issues_workspace_and_leaves_a_review_to_the_step(
+        self, world: World
+    ) -> None:
+        """An issue's workspace is prepared by the entry point's thread, which the workspace
+        step takes; a review fetches the pull request over the network, and its step does."""
+        gh = world.github
+        issue = gh.create_issue("owner/app", author="owner", title="Early")
+        with models(Shell("echo early > EARLY.md"), Text("Added EARLY.md.")) as server:
+            code, lines = world.run(world.folder(issue, server))
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+        prepared = world.heads[-1].prepared.result()
+        assert prepared is not None and prepared.path == world.tmp / f"run-{issue}" / "workspace"
+        assert prepared.base_ref == gh.branch_sha("owner/app", "main")
+        assert gh.read_file("owner/app", f"shadowclone/{issue}-early", "EARLY.md") == "early\n"
+        pull = gh.create_pull_request(
+            "owner/app", author="stranger", branch="x", title="X", files={"x": "x\n"}, fork=True
+        )
+        with models(Text("Looks fine.")) as server:
+            code, lines = world.run(world.folder(pull, server))
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+        assert world.heads[-1].prepared.result() is None
 
     def test_the_owners_pull_request_is_continued_on_its_branch(self, world: World) -> None:
         gh = world.github

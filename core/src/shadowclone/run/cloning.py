@@ -100,6 +100,13 @@ def finish_clone(process: subprocess.Popen[str]) -> None:
 
 def end_clone(process: subprocess.Popen[str]) -> None:
     """Kill a clone `start_clone` started, with the helpers git started, and wait for it."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+    kill_clone(process)
     process.communicate()
+
+
+def kill_clone(process: subprocess.Popen[str]) -> None:
+    """Kill a clone `start_clone` started and the helpers git started (its process group),
+    unless it was waited for already; whoever waits for it sees it end."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)

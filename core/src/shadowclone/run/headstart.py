@@ -1,16 +1,18 @@
-"""The run program's entry point: a first launch's clone and GitHub reads begin before the run
-program is imported.
+"""The run program's entry point: a first launch's clone, GitHub reads and workspace begin
+before the run program is imported.
 
 Importing the run program takes a Python process about 0.13 s in the clone image, and the
-clone's first two steps need little of it: cloning the repository and reading the target wait
-on the network and on git. So the entry point reads what they need straight from the request
-and the secrets file, starts git and the reads (in a thread), and only then imports the rest;
-the target step takes what they found. What it read is checked against the request as the run
-program parses it: a head start that does not match is thrown away, never used.
+clone's first steps need little of it: cloning the repository and reading the target wait on
+the network, preparing the workspace on git. So the entry point reads what they need straight
+from the request and the secrets file, starts git, then the reads and, once both are done, the
+workspace's preparation in a thread, and only then imports the rest; the target and workspace
+steps take what they found. What it read is checked against the request as the run program
+parses it: a head start that does not match is thrown away, never used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -22,16 +24,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from shadowclone import contract
-from shadowclone.run.cloning import clone_url_for, end_clone, start_clone
+from shadowclone.run.cloning import clone_url_for, kill_clone, start_clone
 
 if TYPE_CHECKING:
     import concurrent.futures
 
     from shadowclone.node.target import Target
     from shadowclone.run.github import GithubClient
+    from shadowclone.run.identity import EngineIdentity
     from shadowclone.run.plan import Plan
+    from shadowclone.run.workspace import Workspace
 
 HANDOFF_FILE = "handoff.json"
+PRIVATE_AREA = "private"
+"""The run program's own folder in the run folder (its git directory: `workspace.prepare`)."""
 """A relaunch's phase (the run folder's `handoff_file`): such a launch resolves nothing."""
 MAX_REQUEST_BYTES = 1024 * 1024
 
@@ -44,7 +50,13 @@ class HeadStart:
     """A first launch's clone of the guessed address and its target's reads, under way."""
 
     def __init__(
-        self, target: TargetFields, api_url: str, token: str, guess: str | None, workspace: Path
+        self,
+        target: TargetFields,
+        api_url: str,
+        token: str,
+        guess: str | None,
+        workspace: Path,
+        private: Path,
     ) -> None:
         self.target = target
         self.api_url = api_url
@@ -52,11 +64,25 @@ class HeadStart:
         self.guess = guess
         """The address cloned from, if any (`clone_url_for`)."""
         self.workspace = workspace
+        self.private = private
         self.cloning: subprocess.Popen[str] | None = None
+        """git cloning `guess`; the thread waits for it, `close` kills it."""
+        # Set when the thread begins (their module is imported after git starts):
         self.plan: concurrent.futures.Future[Plan]
-        """What the reads found (set when they begin: its module is imported after git starts)."""
+        """What the reads found."""
+        self.cloned: concurrent.futures.Future[None]
+        """The clone of `guess`, done or failed (done at once when there is none)."""
+        self.prepared: concurrent.futures.Future[Workspace | None]
+        """The workspace, prepared when the clone of `guess` is the repository's and the
+        target is an issue or the owner's pull request (no network on the way); else None."""
         self.client: GithubClient | None = None
         """The reads' client: the target step takes it, or `close` closes it."""
+        self.identity: EngineIdentity | None = None
+        """The engine's identity the launcher named (None: one the run program refuses)."""
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._preparing = False
 
     @classmethod
     def begin(cls, environ: Mapping[str, str]) -> HeadStart | None:
@@ -84,67 +110,129 @@ class HeadStart:
             token.strip(),
             guess,
             Path(workspace) if workspace else folder / "workspace",
+            folder / PRIVATE_AREA,
         )
+        if environ.get(contract.ENGINE_USER_VARIABLE):
+            # As the run program sets it: what it makes in the workspace the engine may change.
+            os.umask(contract.SHARED_UMASK)
         if guess is not None:
-            # Made as the run program makes what it shares with the engine (`prepare` then
-            # shares the whole work tree with it).
-            umask = contract.SHARED_UMASK if environ.get(contract.ENGINE_USER_VARIABLE) else -1
             try:
-                head.cloning = start_clone(head.workspace, guess, head.token, umask=umask)
+                head.cloning = start_clone(head.workspace, guess, head.token)
             except OSError:
                 return None
         import concurrent.futures
 
+        from shadowclone.errors import ShadowcloneError
         from shadowclone.node.target import Target
         from shadowclone.run.github import GithubClient
+        from shadowclone.run.identity import engine_identity
+
+        with contextlib.suppress(ShadowcloneError):  # the run program says what is wrong
+            head.identity = engine_identity(environ)
 
         head.plan = concurrent.futures.Future()
+        head.cloned = concurrent.futures.Future()
+        head.prepared = concurrent.futures.Future()
         try:
-            # Made here, not in the reads' thread, where its imports and its TLS context would
-            # wait for the run program's imports.
+            # Made here, not in the thread, where its imports and its TLS context would wait
+            # for the run program's imports.
             head.client = GithubClient(head.token, api_url=api_url)
         except Exception as error:  # noqa: BLE001 - the target step tells it, as its own
             head.plan.set_exception(error)
-            return head
-        reads = threading.Thread(
-            target=head._read, args=(Target(*head.target), head.client), daemon=True
+        if head.cloning is None:
+            head.cloned.set_result(None)
+        else:
+            cloning = threading.Thread(target=head._wait_for_clone, name="head-start-clone")
+            cloning.daemon = True
+            cloning.start()
+        head._thread = threading.Thread(
+            target=head._work,
+            args=(Target(*head.target), head.client),
+            name="head-start",
+            daemon=True,
         )
-        reads.start()
+        head._thread.start()
         return head
 
-    def _read(self, target: Target, client: GithubClient) -> None:
-        from shadowclone.run.plan import resolve
+    def _wait_for_clone(self) -> None:
+        from shadowclone.run.cloning import finish_clone
 
+        assert self.cloning is not None
         try:
-            self.plan.set_result(resolve(client, target))
-        except BaseException as error:  # noqa: BLE001 - handed to the target step as is
-            self.plan.set_exception(error)
+            finish_clone(self.cloning)
+        except BaseException as error:  # noqa: BLE001 - handed to the workspace step as is
+            self.cloned.set_exception(error)
+        else:
+            self.cloned.set_result(None)
+
+    def _work(self, target: Target, client: GithubClient | None) -> None:
+        """The reads, then the workspace's preparation once they and the clone went well."""
+        from shadowclone.run.plan import Mode, resolve
+        from shadowclone.run.workspace import prepare
+
+        plan = None
+        if client is not None:
+            try:
+                plan = resolve(client, target)
+            except BaseException as error:  # noqa: BLE001 - handed to the target step as is
+                self.plan.set_exception(error)
+            else:
+                self.plan.set_result(plan)
+        cloned = self.cloned.exception() is None  # waits for the clone's end
+        identity = self.identity
+        if plan is None or not cloned or identity is None:
+            self.prepared.set_result(None)
+            return
+        if plan.repository.clone_url != self.guess or plan.mode is Mode.REVIEW:
+            self.prepared.set_result(None)  # cloned again, or fetched: the step does it
+            return
+        with self._lock:
+            if self._closed:
+                self.prepared.set_result(None)
+                return
+            self._preparing = True
+        try:
+            workspace = prepare(self.workspace, plan, self.token, self.private, identity)
+        except BaseException as error:  # noqa: BLE001 - handed to the workspace step as is
+            self.prepared.set_exception(error)
+        else:
+            self.prepared.set_result(workspace)
 
     def matches(
-        self, target: Target, api_url: str, token: str, guess: str | None, workspace: Path
+        self,
+        target: Target,
+        api_url: str,
+        token: str,
+        guess: str | None,
+        places: tuple[Path, Path],
+        identity: EngineIdentity,
     ) -> bool:
-        """Whether this head start did what the target step would: the same reads, the same
-        clone into the same place."""
+        """Whether this head start did what the target and workspace steps would: the same
+        reads, the same clone into the same `places` (workspace, private folder), for the same
+        engine identity."""
         read = (target.owner, target.repo, target.number, target.kind)
-        mine = (self.target, self.api_url, self.token, self.guess, self.workspace)
-        return mine == (read, api_url, token, guess, workspace)
-
-    def take_clone(self) -> subprocess.Popen[str] | None:
-        cloning, self.cloning = self.cloning, None
-        return cloning
+        mine = (self.target, self.api_url, self.token, self.guess, self.workspace, self.private)
+        theirs = (read, api_url, token, guess, *places)
+        return mine == theirs and self.identity == identity
 
     def take_client(self) -> GithubClient | None:
         client, self.client = self.client, None
         return client
 
     def close(self) -> None:
-        """End what nobody took: the clone's git (killed and waited for) and the client."""
-        cloning = self.take_clone()
-        if cloning is not None:
-            end_clone(cloning)
+        """End what is under way: git is killed and the client closed (reads still under way
+        fail, and nothing is prepared after them); a preparation under way (local git only)
+        is waited for."""
+        with self._lock:
+            self._closed = True
+            preparing = self._preparing
+        if self.cloning is not None:
+            kill_clone(self.cloning)  # its thread waits for it
         client = self.take_client()
         if client is not None:
-            client.close()  # reads still under way fail, and nobody waits for them
+            client.close()
+        if preparing and self._thread is not None:
+            self._thread.join()
 
 
 def _read_plain(path: Path) -> bytes:

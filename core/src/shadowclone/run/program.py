@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -65,10 +64,11 @@ from shadowclone.proxy import (
     credential_for_login,
     engine_files,
 )
+from shadowclone.run import headstart
 from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
-from shadowclone.run.cloning import clone_url_for, finish_clone
+from shadowclone.run.cloning import clone_url_for
 from shadowclone.run.drive import EngineResult, supervise_engine
 from shadowclone.run.drive.caps import CapWatch, Reached, priced
 from shadowclone.run.github import GithubClient
@@ -99,7 +99,7 @@ DEFAULT_SECRETS_FILE = Path(contract.CONTAINER_SECRETS_FILE)
 CONSULT_TIMEOUT_S = 20 * 60.0
 CLONE_MARKER = contract.CLONE_ID_VARIABLE
 ENGINE_AREA = "engine"
-PRIVATE_AREA = "private"
+PRIVATE_AREA = headstart.PRIVATE_AREA
 ASK_OUTBOX = "asks.jsonl"
 EGRESS_VARIABLE = contract.EGRESS_VARIABLE
 LOGIN_STATE_VARIABLE = contract.LOGIN_STATE_VARIABLE
@@ -403,19 +403,20 @@ class CloneRun:
         # made again from the address GitHub gives if that is another (a renamed repository).
         guess = clone_url_for(self.request.github_url, target.repo_full_name)
         token, api_url = self.secrets.github_token, self.request.github_api_url
-        head, self.head_start = self.head_start, None
+        head = self.head_start
+        places = (self.workspace_path, self.folder.path / PRIVATE_AREA)
         if head is not None and not head.matches(
-            target, api_url, token, guess, self.workspace_path
+            target, api_url, token, guess, places, self.identity
         ):
             log.warning("the head start read another request: the target step starts over")
+            self.head_start = None
             await asyncio.to_thread(head.close)
-            if head.guess is not None:  # its clone was killed: what it left goes
-                await asyncio.to_thread(shutil.rmtree, head.workspace, True)
+            for made in (head.workspace, head.private):  # what its clone and thread left
+                await asyncio.to_thread(shutil.rmtree, made, True)
             head = None
         if head is not None:
-            cloning = head.take_clone()
-            if cloning is not None:
-                self._cloning = self._finish_clone(cloning)
+            if head.guess is not None:
+                self._cloning = asyncio.wrap_future(head.cloned)
         elif guess is not None:
             self._cloning = self._clone(guess)
         try:
@@ -449,22 +450,24 @@ class CloneRun:
             asyncio.to_thread(clone, self.workspace_path, url, token, identity, again=again)
         )
 
-    def _finish_clone(self, process: subprocess.Popen[str]) -> asyncio.Future[None]:
-        return asyncio.ensure_future(asyncio.to_thread(finish_clone, process))
-
     async def _workspace(self) -> None:
         assert self.plan is not None
         plan = self.plan
         assert self._cloning is not None  # begun by the target step
         await self._cloning
-        self.workspace = await asyncio.to_thread(
-            prepare,
-            self.workspace_path,
-            plan,
-            self.secrets.github_token,
-            self.folder.path / PRIVATE_AREA,
-            self.identity,
-        )
+        head = self.head_start
+        prepared = None if head is None else await asyncio.wrap_future(head.prepared)
+        if prepared is not None:
+            self.workspace = prepared  # by the entry point's thread (run/headstart.py)
+        else:
+            self.workspace = await asyncio.to_thread(
+                prepare,
+                self.workspace_path,
+                plan,
+                self.secrets.github_token,
+                self.folder.path / PRIVATE_AREA,
+                self.identity,
+            )
         user = plan.user.name or plan.user.login
         self.progress.note(
             Step.WORKSPACE,
