@@ -125,7 +125,8 @@ class CloneRun:
     ) -> None:
         self.folder = folder
         self.head_start = head_start
-        """The clone and the reads the entry point began, for the target step to take."""
+        """The clone, the reads and the workspace the entry point began (run/headstart.py),
+        for the target and workspace steps to take."""
         self.egress_proxy = egress_proxy
         """How a network-off clone reaches the model's host; only the run program holds it."""
         self.login_state = login_state
