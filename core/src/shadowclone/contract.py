@@ -28,6 +28,11 @@ SHARED_GROUP_VARIABLE = "SHADOWCLONE_SHARED_GROUP"
 SHARED_UMASK = 0o007
 """What the engine (and the run program in shared folders) creates, the other can change."""
 
+REQUEST_FILE = "request.json"
+"""What `start` asks for, in the run folder."""
+HANDOFF_FILE = "handoff.json"
+"""In the run folder: the phase a relaunch is for (a launch without it is a first one)."""
+
 CONTAINER_RUN_FOLDER = "/clone/run"
 """Where a container's launcher mounts the run folder (the run program's default)."""
 CONTAINER_SECRETS_FILE = "/clone/secrets.toml"

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import attrs
 
-from shadowclone import files
+from shadowclone import contract, files
 from shadowclone.errors import MalformedFile
 from shadowclone.node import schemas
 from shadowclone.node.schemas import (
@@ -93,7 +93,7 @@ class RunFolder:
 
     @property
     def request_file(self) -> Path:
-        return self.path / "request.json"
+        return self.path / contract.REQUEST_FILE
 
     @property
     def record_file(self) -> Path:
@@ -115,7 +115,7 @@ class RunFolder:
 
     @property
     def handoff_file(self) -> Path:
-        return self.path / "handoff.json"
+        return self.path / contract.HANDOFF_FILE
 
     @property
     def carry_file(self) -> Path:

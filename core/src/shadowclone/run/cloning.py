@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import urllib.parse
@@ -64,16 +63,11 @@ def clone_url_for(github_url: str, full_name: str) -> str | None:
     return f"{github_url.rstrip('/')}/{full_name}.git"
 
 
-def start_clone(
-    path: Path, clone_url: str, token: str, *, again: bool = False, umask: int = -1
-) -> subprocess.Popen[str]:
-    """Start cloning the repository's default branch into `path` (made); `finish_clone` waits
-    for it. `again`: whatever an earlier clone left in `path` goes first. The clone is shared
-    with the engine by `workspace.prepare`, which shares the whole work tree."""
-    if again:
-        shutil.rmtree(path, ignore_errors=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.mkdir(exist_ok=True)
+def start_clone(path: Path, clone_url: str, token: str) -> subprocess.Popen[str]:
+    """Start cloning the repository's default branch into `path` (made if need be);
+    `finish_clone` waits for it. `workspace.prepare` then shares the whole work tree with the
+    engine."""
+    path.mkdir(parents=True, exist_ok=True)
     credentials = f"credential.helper={CREDENTIAL_HELPER}"
     return subprocess.Popen(
         ["git", "-c", credentials, "clone", "--quiet", "--no-tags", clone_url, "."],
@@ -83,7 +77,6 @@ def start_clone(
         stderr=subprocess.PIPE,
         text=True,
         env=git_environment(token),
-        umask=umask,
         process_group=0,  # with git-remote-https, which holds the pipes too: `end_clone` ends both
     )
 

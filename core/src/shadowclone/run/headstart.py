@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import stat
 import subprocess
 import threading
 import tomllib
@@ -23,7 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from shadowclone import contract
+from shadowclone import contract, files
+from shadowclone.errors import ShadowcloneError
 from shadowclone.run.cloning import clone_url_for, kill_clone, start_clone
 
 if TYPE_CHECKING:
@@ -35,11 +35,8 @@ if TYPE_CHECKING:
     from shadowclone.run.plan import Plan
     from shadowclone.run.workspace import Workspace
 
-HANDOFF_FILE = "handoff.json"
 PRIVATE_AREA = "private"
 """The run program's own folder in the run folder (its git directory: `workspace.prepare`)."""
-"""A relaunch's phase (the run folder's `handoff_file`): such a launch resolves nothing."""
-MAX_REQUEST_BYTES = 1024 * 1024
 
 
 TargetFields = tuple[str, str, int, str | None]
@@ -93,11 +90,12 @@ class HeadStart:
         secrets = Path(environ.get(contract.SECRETS_VARIABLE) or contract.CONTAINER_SECRETS_FILE)
         workspace = environ.get(contract.WORKSPACE_VARIABLE)
         try:
-            if (folder / HANDOFF_FILE).exists():
+            if (folder / contract.HANDOFF_FILE).exists():  # a relaunch resolves nothing
                 return None
-            request = json.loads(_read_plain(folder / "request.json"))
-            token = tomllib.loads(secrets.read_text(encoding="utf-8")).get("github_token")
-        except (OSError, ValueError):
+            request = json.loads(files.read_bounded(folder / contract.REQUEST_FILE))
+            values = tomllib.loads(secrets.read_text(encoding="utf-8"))
+            token = values.get("github_token")  # run/secrets.py GITHUB_TOKEN_KEY: too heavy here
+        except (OSError, ValueError, ShadowcloneError):
             return None
         read = _plain_request(request)
         if read is None or not isinstance(token, str) or not token.strip():
@@ -122,7 +120,6 @@ class HeadStart:
                 return None
         import concurrent.futures
 
-        from shadowclone.errors import ShadowcloneError
         from shadowclone.node.target import Target
         from shadowclone.run.github import GithubClient
         from shadowclone.run.identity import engine_identity
@@ -233,18 +230,6 @@ class HeadStart:
             client.close()
         if preparing and self._thread is not None:
             self._thread.join()
-
-
-def _read_plain(path: Path) -> bytes:
-    """A plain file's bytes (not a link, a FIFO or a device; at most `MAX_REQUEST_BYTES`)."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with open(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise OSError(f"{path} is not a plain file")
-        data = handle.read(MAX_REQUEST_BYTES + 1)
-    if len(data) > MAX_REQUEST_BYTES:
-        raise ValueError(f"{path} is larger than {MAX_REQUEST_BYTES} bytes")
-    return data
 
 
 def _plain_request(request: Any) -> tuple[TargetFields, str, str] | None:

@@ -218,8 +218,6 @@ class CloneRun:
                 self.identity.remove(self.engine_area)
             if self.client is not None:
                 self.client.close()
-            if self.head_start is not None:
-                await asyncio.to_thread(self.head_start.close)
 
     async def _steps(self) -> int:
         handoff = self._take_handoff()

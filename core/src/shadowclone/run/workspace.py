@@ -194,7 +194,7 @@ def clone(
     if again:
         shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True, exist_ok=True)
-    (identity or EngineIdentity()).share(path)
+    (identity or EngineIdentity()).share(path)  # before git: what it makes is shared
     finish_clone(start_clone(path, clone_url, token))
 
 
