@@ -27,6 +27,9 @@ SHARED_GROUP_VARIABLE = "SHADOWCLONE_SHARED_GROUP"
 """The group the run program and the engine share their folders through."""
 SHARED_UMASK = 0o007
 """What the engine (and the run program in shared folders) creates, the other can change."""
+SHARED_DIR_MODE = 0o2770
+"""Shared folders: the run program's and the group's; what is made in them, folders too,
+takes the group (setgid), so with `SHARED_UMASK` it is shared as it is made."""
 
 REQUEST_FILE = "request.json"
 """What `start` asks for, in the run folder."""

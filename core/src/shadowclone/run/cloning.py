@@ -15,6 +15,7 @@ import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
+from shadowclone.contract import SHARED_DIR_MODE
 from shadowclone.errors import ShadowcloneError
 
 TOKEN_VARIABLE = "SHADOWCLONE_GIT_TOKEN"
@@ -63,11 +64,17 @@ def clone_url_for(github_url: str, full_name: str) -> str | None:
     return f"{github_url.rstrip('/')}/{full_name}.git"
 
 
-def start_clone(path: Path, clone_url: str, token: str) -> subprocess.Popen[str]:
+def start_clone(
+    path: Path, clone_url: str, token: str, shared_gid: int | None = None
+) -> subprocess.Popen[str]:
     """Start cloning the repository's default branch into `path` (made if need be);
-    `finish_clone` waits for it. `workspace.prepare` then shares the whole work tree with the
-    engine."""
+    `finish_clone` waits for it. With `shared_gid`, `path` is first made a shared folder of
+    that group, so everything git makes in it is shared with the engine as it is made (the
+    caller sets `SHARED_UMASK`): no walk over the work tree afterwards."""
     path.mkdir(parents=True, exist_ok=True)
+    if shared_gid is not None and path.stat().st_uid == os.geteuid():
+        os.chown(path, -1, shared_gid)
+        os.chmod(path, SHARED_DIR_MODE)
     credentials = f"credential.helper={CREDENTIAL_HELPER}"
     return subprocess.Popen(
         ["git", "-c", credentials, "clone", "--quiet", "--no-tags", clone_url, "."],

@@ -54,6 +54,7 @@ class HeadStart:
         guess: str | None,
         workspace: Path,
         private: Path,
+        shared_gid: int | None = None,
     ) -> None:
         self.target = target
         self.api_url = api_url
@@ -62,6 +63,8 @@ class HeadStart:
         """The address cloned from, if any (`clone_url_for`)."""
         self.workspace = workspace
         self.private = private
+        self.shared_gid = shared_gid
+        """The group the workspace was made shared with before git ran (None: not shared)."""
         self.cloning: subprocess.Popen[str] | None = None
         """git cloning `guess`; the thread waits for it, `close` kills it."""
         # Set when the thread begins (their module is imported after git starts):
@@ -100,6 +103,12 @@ class HeadStart:
         read = _plain_request(request)
         if read is None or not isinstance(token, str) or not token.strip():
             return None
+        shared_gid = None
+        if environ.get(contract.ENGINE_USER_VARIABLE):
+            group = environ.get(contract.SHARED_GROUP_VARIABLE, "").strip()
+            if not (group.isascii() and group.isdigit() and int(group) > 0):
+                return None  # the run program says what is wrong
+            shared_gid = int(group)
         (owner, repo, number, kind), github_url, api_url = read
         guess = clone_url_for(github_url, f"{owner}/{repo}")
         head = cls(
@@ -109,13 +118,14 @@ class HeadStart:
             guess,
             Path(workspace) if workspace else folder / "workspace",
             folder / PRIVATE_AREA,
+            shared_gid,
         )
-        if environ.get(contract.ENGINE_USER_VARIABLE):
+        if shared_gid is not None:
             # As the run program sets it: what it makes in the workspace the engine may change.
             os.umask(contract.SHARED_UMASK)
         if guess is not None:
             try:
-                head.cloning = start_clone(head.workspace, guess, head.token)
+                head.cloning = start_clone(head.workspace, guess, head.token, shared_gid)
             except OSError:
                 return None
         import concurrent.futures
@@ -177,7 +187,8 @@ class HeadStart:
                 self.plan.set_result(plan)
         cloned = self.cloned.exception() is None  # waits for the clone's end
         identity = self.identity
-        if plan is None or not cloned or identity is None:
+        shared = identity.shared_gid if identity is not None and identity.isolated else None
+        if plan is None or not cloned or identity is None or shared != self.shared_gid:
             self.prepared.set_result(None)
             return
         if plan.repository.clone_url != self.guess or plan.mode is Mode.REVIEW:
@@ -205,12 +216,13 @@ class HeadStart:
         identity: EngineIdentity,
     ) -> bool:
         """Whether this head start did what the target and workspace steps would: the same
-        reads, the same clone into the same `places` (workspace, private folder), for the same
-        engine identity."""
+        reads, the same clone into the same `places` (workspace, private folder), shared with
+        the same engine identity."""
         read = (target.owner, target.repo, target.number, target.kind)
         mine = (self.target, self.api_url, self.token, self.guess, self.workspace, self.private)
         theirs = (read, api_url, token, guess, *places)
-        return mine == theirs and self.identity == identity
+        shared = identity.shared_gid if identity.isolated else None
+        return mine == theirs and self.identity == identity and self.shared_gid == shared
 
     def take_client(self) -> GithubClient | None:
         client, self.client = self.client, None

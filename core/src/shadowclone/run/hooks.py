@@ -26,6 +26,7 @@ import functools
 import logging
 import os
 import shlex
+import stat
 import subprocess
 from pathlib import Path
 
@@ -96,7 +97,10 @@ def install_pre_push_hook(
     hook = hooks / HOOK_NAME
     temporary = hooks / f".{HOOK_NAME}.tmp"
     temporary.write_text(pre_push_hook_script(branch, default_branch), encoding="utf-8")
-    temporary.chmod(0o755)
+    # As the umask left it (in a shared folder, shared), the owner's always; executable by
+    # whoever may read it.
+    mode = stat.S_IMODE(temporary.stat().st_mode) | 0o700
+    temporary.chmod(mode | (mode & 0o444) >> 2)
     os.replace(temporary, hook)
     _git(workspace, "config", "--local", "core.hooksPath", str(hooks), git_dir=git_dir)
     log.info("pre-push hook installed at %s (allowed: %s)", hook, branch or "nothing")

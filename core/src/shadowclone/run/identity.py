@@ -27,10 +27,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
-import psutil
 
+from shadowclone import contract
 from shadowclone.errors import ShadowcloneError
-from shadowclone.plugin import contract
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +38,7 @@ SHARED_GROUP_VARIABLE = contract.SHARED_GROUP_VARIABLE
 
 _CAP_SETGID = 6
 _CAP_SETUID = 7
-SHARED_DIR_MODE = 0o2770
-"""Shared folders: the run program's and the group's, new entries inherit the group."""
+SHARED_DIR_MODE = contract.SHARED_DIR_MODE
 SHARED_UMASK = contract.SHARED_UMASK
 
 
@@ -50,7 +48,7 @@ class IdentityError(ShadowcloneError):
 
 def _parse_ids(text: str, count: int, variable: str) -> tuple[int, ...]:
     parts = text.split(":")
-    if len(parts) != count or not all(part.isdigit() for part in parts):
+    if len(parts) != count or not all(part.isascii() and part.isdigit() for part in parts):
         shape = ":".join(["ID"] * count)
         raise IdentityError(f"{variable}={text!r} is not {shape} (numbers)")
     ids = tuple(int(part) for part in parts)
@@ -161,6 +159,8 @@ class EngineIdentity:
         """
         if not self.isolated:
             return 0
+        import psutil  # here: the entry point imports this module before git starts
+
         killed = 0
         for process in psutil.process_iter(["uids"]):
             with contextlib.suppress(psutil.Error):

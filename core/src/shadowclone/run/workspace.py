@@ -193,9 +193,9 @@ def clone(
     being read. `again`: whatever an earlier clone left in `path` goes first."""
     if again:
         shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True, exist_ok=True)
-    (identity or EngineIdentity()).share(path)  # before git: what it makes is shared
-    finish_clone(start_clone(path, clone_url, token))
+    identity = identity or EngineIdentity()
+    shared = identity.shared_gid if identity.isolated else None
+    finish_clone(start_clone(path, clone_url, token, shared))
 
 
 def prepare(
@@ -242,8 +242,7 @@ def prepare(
     workspace = Workspace(path, token, base_ref, private, identity)
     workspace.git("config", "credential.helper", CREDENTIAL_HELPER)
     install_pre_push_hook(path, plan.branch, default, git_dir=workspace.git_dir)
-    identity.share(path)
-    return workspace
+    return workspace  # shared as it was made: `clone` made its folder shared before git
 
 
 def _make_private(private: Path, engine_git_dir: Path) -> None:
