@@ -6,6 +6,9 @@ Run (root, after scripts/start-docker and scripts/build-image):
 `python bench/docker_start.py [--runs 5] [--engine claude|codex|both]` (both by default);
 `--github-latency-ms N` answers each fake GitHub request N ms late, as a GitHub across the
 internet would (the floor has no GitHub: compare two images at the same latency with it).
+`--against IMAGE` also starts each run's clone on IMAGE, the two side by side in alternating
+order, and prints the median of the runs' differences: a change smaller than the machine's
+drift between runs still shows.
 
 Each run starts a clone on a fresh issue of a fake GitHub, with `serve` (Docker launcher) in
 this process and the real engine in the clone image against the scripted fake model server,
@@ -30,7 +33,14 @@ from pathlib import Path
 
 import attrs
 import docker
-from shadowclone.config import HOME_VARIABLE, default_paths, init_config, load_config, set_value
+from shadowclone.config import (
+    HOME_VARIABLE,
+    Paths,
+    default_paths,
+    init_config,
+    load_config,
+    set_value,
+)
 from shadowclone.config.schema import DEFAULT_IMAGE
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
@@ -118,18 +128,24 @@ def wait(check: Callable[[], bool], what: str) -> None:
 @attrs.frozen
 class Measured:
     engine: str
-    clone_times: list[float]
+    clone_times: dict[str, list[float]]
+    """By image: each run's start -> first model request."""
     bare_times: list[float]
     engine_times: list[float]
     steps: list[str]
 
 
 def measure(
-    engine: str, runs: int, image: str, address: str, github_latency_s: float = 0.0
+    engine: str,
+    runs: int,
+    images: list[str],
+    address: str,
+    github_latency_s: float = 0.0,
 ) -> Measured:
-    """`runs` clones of `engine` in Docker under serve, each beside a bare `docker run` and a
-    bare start of the engine CLI; the fake GitHub answers each request `github_latency_s`
-    late."""
+    """`runs` rounds of a clone of `engine` in Docker under serve on each of `images` (their
+    order alternating), each round beside a bare `docker run` of the first image and a bare
+    start of the engine CLI; the fake GitHub answers each request `github_latency_s` late."""
+    image = images[0]
     with tempfile.TemporaryDirectory(prefix="bench-docker-") as temp:
         root = Path(temp)
         paths = default_paths({HOME_VARIABLE: str(root / "home")})
@@ -170,7 +186,7 @@ def measure(
             )
             os.environ[HOME_VARIABLE] = str(root / "home")  # the Docker launcher's config
             config, resolved = load_config(paths)
-            node = LocalNode(config, resolved)
+            nodes = {name: LocalNode(attrs.evolve(config, image=name), resolved) for name in images}
             stop, ready = threading.Event(), threading.Event()
             settings = ServeSettings(status_poll_s=0.2, rescan_s=1.0)
             serve = threading.Thread(
@@ -182,47 +198,62 @@ def measure(
             serve.start()
             ready.wait(WAIT_S)
 
-            clone_times: list[float] = []
+            clone_times: dict[str, list[float]] = {name: [] for name in images}
             bare_times: list[float] = []
             engine_times: list[float] = []
             steps: list[str] = []
             try:
-                bare_run(image)  # warm the image's layers into the page cache
+                for name in images:
+                    bare_run(name)  # warm the images' layers into the page cache
                 bare_engine(engine, model, address, root)  # and the engine's files
                 for run in range(runs):
                     bare_times.append(bare_run(image))
                     engine_times.append(bare_engine(engine, model, address, root))
-                    number = github.create_issue("owner/app", author="owner", title=f"Run {run}")
-                    seen = len(model.model_requests())
-                    began, began_wall = time.monotonic(), time.time()
-                    clone_id = node.start(f"owner/app#{number}").id
-                    folder = RunFolder(paths.clones_dir / clone_id)
-                    try:
-                        model.wait_for_requests(seen + 1, timeout=WAIT_S)
-                    except TimeoutError:
-                        lines, _, _ = folder.progress()
-                        last = "\n".join(f"  {line.text}" for line in lines[-15:])
-                        raise SystemExit(
-                            f"clone {clone_id} never reached the model: {folder.record()}\n{last}"
-                        ) from None
-                    clone_times.append(time.monotonic() - began)
-
-                    def ended(folder: RunFolder = folder) -> bool:
-                        record = folder.record()
-                        return record is not None and not record.state.active
-
-                    wait(ended, f"clone {clone_id} to end")
-                    lines, _, _ = folder.progress()
-                    steps = [
-                        f"  +{line.at.timestamp() - began_wall:5.2f} s  {line.text[:70]}"
-                        for line in lines[:12]
-                    ]
-                    steps.insert(0, f"  +{clone_times[-1]:5.2f} s  (the first model request)")
+                    order = images if run % 2 == 0 else images[::-1]
+                    for name in order:
+                        number = github.create_issue(
+                            "owner/app", author="owner", title=f"Run {run} on {name}"
+                        )
+                        took, lines = clone_once(nodes[name], paths, model, f"owner/app#{number}")
+                        clone_times[name].append(took)
+                        if name == image:
+                            steps = lines
             finally:
                 stop.set()
                 serve.join(WAIT_S)
 
     return Measured(engine, clone_times, bare_times, engine_times, steps)
+
+
+def clone_once(
+    node: LocalNode, paths: Paths, model: FakeModelServer, target: str
+) -> tuple[float, list[str]]:
+    """Start a clone on `target`, time it to its first model request, wait for its end; its
+    time and its first progress lines, from start."""
+    seen = len(model.model_requests())
+    began, began_wall = time.monotonic(), time.time()
+    clone_id = node.start(target).id
+    folder = RunFolder(paths.clones_dir / clone_id)
+    try:
+        model.wait_for_requests(seen + 1, timeout=WAIT_S)
+    except TimeoutError:
+        lines, _, _ = folder.progress()
+        last = "\n".join(f"  {line.text}" for line in lines[-15:])
+        raise SystemExit(
+            f"clone {clone_id} never reached the model: {folder.record()}\n{last}"
+        ) from None
+    took = time.monotonic() - began
+
+    def ended() -> bool:
+        record = folder.record()
+        return record is not None and not record.state.active
+
+    wait(ended, f"clone {clone_id} to end")
+    lines, _, _ = folder.progress()
+    steps = [
+        f"  +{line.at.timestamp() - began_wall:5.2f} s  {line.text[:70]}" for line in lines[:12]
+    ]
+    return took, [f"  +{took:5.2f} s  (the first model request)", *steps]
 
 
 def shown(name: str, times: list[float]) -> float:
@@ -244,20 +275,37 @@ def main(argv: list[str]) -> int:
         help="each fake GitHub request answered this late (a GitHub across the internet; the "
         "floor has no GitHub, so compare images at the same latency, not against the goal)",
     )
+    parser.add_argument(
+        "--against",
+        metavar="IMAGE",
+        help="also start each run's clone on IMAGE, side by side, and print the difference",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.runs = 1
     address = host_address(docker.from_env(), args.image)
     engines = sorted(LOGINS) if args.engine == "both" else [args.engine]
     ratios = []
+    images = [args.image] if args.against is None else [args.image, args.against]
     for engine in engines:
-        measured = measure(engine, args.runs, args.image, address, args.github_latency_ms / 1000)
+        measured = measure(engine, args.runs, images, address, args.github_latency_ms / 1000)
         print(f"engine {engine}, image {args.image}, {args.runs} runs")
-        clone = shown("start -> first model request", measured.clone_times)
+        clone = shown("start -> first model request", measured.clone_times[args.image])
         bare = shown("docker run --rm IMAGE true", measured.bare_times)
         alone = shown(f"{engine} alone -> first model request", measured.engine_times)
         ratios.append(f"{engine} {clone / (bare + alone):.2f}x")
         print(f"ratio: {clone / (bare + alone):.2f}x the floor (goal: at most {GOAL}x)")
+        if args.against is not None:
+            other = shown(f"the same on {args.against}", measured.clone_times[args.against])
+            print(f"its ratio: {other / (bare + alone):.2f}x the floor")
+            pairs = zip(
+                measured.clone_times[args.image], measured.clone_times[args.against], strict=True
+            )
+            difference = statistics.median(mine - theirs for mine, theirs in pairs)
+            print(
+                f"{args.image} - {args.against}: median of the runs' differences "
+                f"{difference * 1000:+.0f} ms"
+            )
         print("the last clone's first progress lines, from start:", *measured.steps, sep="\n")
     print(f"ratios: {', '.join(ratios)} (goal: at most {GOAL}x each)")
     return 0
