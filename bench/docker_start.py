@@ -6,6 +6,7 @@ Run (root, after scripts/start-docker and scripts/build-image):
 `python bench/docker_start.py [--runs 5] [--engine claude|codex|both]` (both by default);
 `--github-latency-ms N` answers each fake GitHub request N ms late, as a GitHub across the
 internet would (the floor has no GitHub: compare two images at the same latency with it).
+`--files N` gives the repository N files in 50 folders (one README by default).
 `--against IMAGE` also starts each run's clone on IMAGE, the two side by side in alternating
 order, and prints the median of the runs' differences: a change smaller than the machine's
 drift between runs still shows.
@@ -141,6 +142,7 @@ def measure(
     images: list[str],
     address: str,
     github_latency_s: float = 0.0,
+    files: int = 1,
 ) -> Measured:
     """`runs` rounds of a clone of `engine` in Docker under serve on each of `images` (their
     order alternating), each round beside a bare `docker run` of the first image and a bare
@@ -169,7 +171,9 @@ def measure(
             ):
                 set_value(paths, key, value)
             token = github.add_user("owner", name="The Owner", email="owner@example.com")
-            github.create_repo("owner/app", files={"README.md": "# app\n"})
+            tree = {"README.md": "# app\n"}
+            tree.update({f"src/m{n % 50}/f{n}.py": f"N = {n}\n" for n in range(files - 1)})
+            github.create_repo("owner/app", files=tree)
             paths.secrets_file.write_text(
                 f'github_token = "{token}"\nanthropic_api_key = "sk-ant-bench"\n'
                 'openai_api_key = "sk-bench"\n'
@@ -276,6 +280,9 @@ def main(argv: list[str]) -> int:
         "floor has no GitHub, so compare images at the same latency, not against the goal)",
     )
     parser.add_argument(
+        "--files", type=int, default=1, help="the repository's files (a README by default)"
+    )
+    parser.add_argument(
         "--against",
         metavar="IMAGE",
         help="also start each run's clone on IMAGE, side by side, and print the difference",
@@ -288,8 +295,9 @@ def main(argv: list[str]) -> int:
     ratios = []
     images = [args.image] if args.against is None else [args.image, args.against]
     for engine in engines:
-        measured = measure(engine, args.runs, images, address, args.github_latency_ms / 1000)
-        print(f"engine {engine}, image {args.image}, {args.runs} runs")
+        latency_s = args.github_latency_ms / 1000
+        measured = measure(engine, args.runs, images, address, latency_s, args.files)
+        print(f"engine {engine}, image {args.image}, {args.runs} runs, {args.files} files")
         clone = shown("start -> first model request", measured.clone_times[args.image])
         bare = shown("docker run --rm IMAGE true", measured.bare_times)
         alone = shown(f"{engine} alone -> first model request", measured.engine_times)

@@ -76,8 +76,11 @@ def start_clone(
         os.chown(path, -1, shared_gid)
         os.chmod(path, SHARED_DIR_MODE)
     credentials = f"credential.helper={CREDENTIAL_HELPER}"
+    # The checkout writes the work tree on every CPU (from 100 files on, git's threshold):
+    # with thousands of files it is most of the clone, on the way to the engine's start.
+    parallel = "checkout.workers=0"
     return subprocess.Popen(
-        ["git", "-c", credentials, "clone", "--quiet", "--no-tags", clone_url, "."],
+        ["git", "-c", credentials, "-c", parallel, "clone", "--quiet", "--no-tags", clone_url, "."],
         cwd=path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
