@@ -8,21 +8,23 @@ Run (root, after scripts/start-docker and scripts/build-image):
 internet would (the floor has no GitHub: compare two images at the same latency with it).
 `--files N` gives the repository N files in 50 folders (one README by default).
 `--against IMAGE` also starts each run's clone on IMAGE, the two side by side in alternating
-order, and prints the median of the runs' differences: a change smaller than the machine's
-drift between runs still shows.
+order (an even number of runs: each image goes first in half of them), and prints the median
+of the runs' differences: a change smaller than the machine's drift between runs still shows.
 
-Each run starts a clone on a fresh issue of a fake GitHub, with `serve` (Docker launcher) in
-this process and the real engine in the clone image against the scripted fake model server,
-and times `start` -> the first request the model server receives; the model then answers
-"Done." and the clone finishes before the next run. Between runs, `docker run --rm IMAGE true`
-is timed the same number of times. The machines are noisy: the ratio of the medians is the
-figure to compare.
+After one untimed clone on each image, each run starts a clone on a fresh issue of a fake
+GitHub, with `serve` (Docker launcher) in this process and the real engine in the clone image
+against the scripted fake model server, and times `start` -> the first request the model
+server receives; the model then answers "Done." and the clone finishes before the next run.
+Between runs, `docker run --rm IMAGE true` is timed the same number of times. The machines are
+noisy: the ratio of the medians is the figure to compare.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -86,13 +88,19 @@ def bare_engine(engine: str, model: FakeModelServer, address: str, root: Path) -
     seen = len(model.model_requests())
     began = time.monotonic()
     process = subprocess.Popen(
-        argv, env=env, cwd=home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        argv,
+        env=env,
+        cwd=home,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # `codex` is node starting the native program: both end
     )
     try:
         model.wait_for_requests(seen + 1, timeout=WAIT_S)
         return time.monotonic() - began
     finally:
-        process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
 
@@ -207,9 +215,13 @@ def measure(
             engine_times: list[float] = []
             steps: list[str] = []
             try:
+                bare_engine(engine, model, address, root)  # warm the engine's files
                 for name in images:
-                    bare_run(name)  # warm the images' layers into the page cache
-                bare_engine(engine, model, address, root)  # and the engine's files
+                    # The images' layers and serve's first launch: the first clone of a run
+                    # pays for them, whichever image it is on.
+                    bare_run(name)
+                    number = github.create_issue("owner/app", author="owner", title="Warm-up")
+                    clone_once(nodes[name], paths, model, f"owner/app#{number}")
                 for run in range(runs):
                     bare_times.append(bare_run(image))
                     engine_times.append(bare_engine(engine, model, address, root))
@@ -294,6 +306,8 @@ def main(argv: list[str]) -> int:
     engines = sorted(LOGINS) if args.engine == "both" else [args.engine]
     ratios = []
     images = [args.image] if args.against is None else [args.image, args.against]
+    if args.against is not None and args.runs % 2:
+        args.runs += 1  # each image goes first in half the pairs: the first of a pair is slower
     for engine in engines:
         latency_s = args.github_latency_ms / 1000
         measured = measure(engine, args.runs, images, address, latency_s, args.files)
