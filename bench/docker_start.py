@@ -302,14 +302,18 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.runs = 1
+    if args.runs < 1 or args.files < 1:
+        parser.error(f"--runs and --files: at least 1 each, got {args.runs} and {args.files}")
+    if args.against == args.image:
+        parser.error(f"--against {args.against}: the image measured already; name another")
     address = host_address(docker.from_env(), args.image)
     engines = sorted(LOGINS) if args.engine == "both" else [args.engine]
     ratios = []
     images = [args.image] if args.against is None else [args.image, args.against]
     if args.against is not None and args.runs % 2:
         args.runs += 1  # each image goes first in half the pairs: the first of a pair is slower
+    latency_s = args.github_latency_ms / 1000
     for engine in engines:
-        latency_s = args.github_latency_ms / 1000
         measured = measure(engine, args.runs, images, address, latency_s, args.files)
         print(f"engine {engine}, image {args.image}, {args.runs} runs, {args.files} files")
         clone = shown("start -> first model request", measured.clone_times[args.image])

@@ -36,3 +36,30 @@ def test_the_benchmark_runs_in_its_quick_mode(script: str) -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.strip(), "it printed its figures"
     assert "Traceback" not in done.stderr
+
+
+def test_the_docker_benchmark_compares_two_images_on_a_larger_repository() -> None:
+    """`--against` and `--files` (the paired runs that show small changes) still run."""
+    from shadowclone_testing.containers import clone_image, docker_client
+
+    client = docker_client()
+    image = clone_image(client)
+    if os.geteuid() != 0:
+        skip_or_fail("the Docker benchmark runs serve as root, as CI does")
+    other = "shadowclone-bench-against:test"
+    client.images.get(image).tag(other)
+    try:
+        arguments = ["--quick", "--engine", "claude", "--against", other, "--files", "150"]
+        done = subprocess.run(
+            [sys.executable, str(BENCH / "docker_start.py"), "--image", image, *arguments],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    finally:
+        client.images.remove(other, noprune=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "2 runs, 150 files" in done.stdout
+    assert f"the same on {other}" in done.stdout
+    assert "median of the runs' differences" in done.stdout

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
+import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,15 +16,19 @@ from typing import Any
 
 import psutil
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from shadowclone.contract import ENGINE_USER_VARIABLE, SHARED_GROUP_VARIABLE, SHARED_UMASK
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Handoff, Request, Resume, RunMode, dumps
 from shadowclone.node.target import Target
 from shadowclone.plugin.contract import RUN_FOLDER_VARIABLE, SECRETS_VARIABLE
 from shadowclone.plugin.types import NetworkMode
+from shadowclone.run.github import GithubClient
 from shadowclone.run.headstart import HeadStart, _plain_request
-from shadowclone.run.identity import EngineIdentity
+from shadowclone.run.identity import EngineIdentity, engine_identity
+from shadowclone.run.plan import resolve
+from shadowclone.run.workspace import Workspace, clone, prepare
 from shadowclone_testing.fakes.github import FakeGitHub
 
 JSON = st.recursive(
@@ -217,3 +224,121 @@ def test_it_is_taken_only_for_what_it_read(folder: RunFolder, environ: dict[str,
         assert not head.matches(*same, places, EngineIdentity(4242, 4242, 4243, "setpriv"))
     finally:
         head.close()
+
+
+ENGINE_USER, SHARED_GROUP = "4242:4242", 4243
+FILES = st.dictionaries(
+    st.from_regex(r"[a-z]{1,6}(/[a-z]{1,6}){0,3}\.txt", fullmatch=True),
+    st.text(max_size=40),
+    min_size=1,
+    max_size=6,
+)
+AS_ROOT = pytest.mark.skipif(
+    os.geteuid() != 0, reason="a workspace shared with another group needs root (CI is root)"
+)
+BOTH_WAYS = pytest.mark.parametrize("head_start", [True, False], ids=["head-start", "run-program"])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeGitHub, str]]:
+    """A fake GitHub and its owner's token."""
+    with FakeGitHub(tmp_path_factory.mktemp("github")) as github:
+        yield github, github.add_user("owner", name="The Owner")
+
+
+def prepared(served: tuple[FakeGitHub, str], files: dict[str, str], head_start: bool) -> Path:
+    """A repository of `files` on the fake GitHub, cloned and prepared for an issue with an
+    isolated engine identity, by the head start or by the run program's own steps; the work
+    tree is checked against `files` and returned (in a folder the caller removes)."""
+    github, token = served
+    repo = f"r{len(github.state.repos)}"
+    github.create_repo(f"owner/{repo}", files=files)
+    target = Target("owner", repo, github.create_issue(f"owner/{repo}", author="owner", title="X"))
+    run = Path(tempfile.mkdtemp()) / "run"
+    run.mkdir()
+    secrets = run.parent / "secrets.toml"
+    secrets.write_text(f'github_token = "{token}"\n')
+    RunFolder(run).write_request(
+        request_for(target, github_url=github.url, github_api_url=github.api_url)
+    )
+    environ = {
+        **os.environ,
+        RUN_FOLDER_VARIABLE: str(run),
+        SECRETS_VARIABLE: str(secrets),
+        ENGINE_USER_VARIABLE: ENGINE_USER,
+        SHARED_GROUP_VARIABLE: str(SHARED_GROUP),
+    }
+    umask = os.umask(SHARED_UMASK)  # as the run program sets it (the head start too)
+    try:
+        workspace: Workspace | None
+        if head_start:
+            head = HeadStart.begin(environ)
+            assert head is not None
+            try:
+                workspace = head.prepared.result(timeout=60)
+            finally:
+                head.close()
+        else:
+            identity = engine_identity(environ)
+            with GithubClient(token, api_url=github.api_url) as client:
+                plan = resolve(client, target)
+            clone(run / "workspace", plan.repository.clone_url, token, identity)
+            workspace = prepare(run / "workspace", plan, token, run / "private", identity)
+    finally:
+        os.umask(umask)
+    assert workspace is not None and workspace.path == run / "workspace"
+    for name, text in files.items():
+        assert (workspace.path / name).read_bytes() == text.encode()
+    return workspace.path
+
+
+def assert_shared(workspace: Path) -> None:
+    """What the engine may need to change it can: every entry the run program made is in the
+    shared group with at least the owner's rights, and every folder passes the group on."""
+    for root, dirs, names in os.walk(workspace):
+        for entry in (Path(root), *(Path(root) / name for name in (*dirs, *names))):
+            info = entry.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                continue
+            mode = stat.S_IMODE(info.st_mode)
+            assert info.st_gid == SHARED_GROUP, f"{entry}: group {info.st_gid}"
+            owner, group = mode >> 6 & 7, mode >> 3 & 7
+            assert group & owner == owner, f"{entry}: mode {mode:o}"
+            if stat.S_ISDIR(info.st_mode):
+                assert mode & stat.S_ISGID, f"{entry}: mode {mode:o}"
+
+
+@AS_ROOT
+@BOTH_WAYS
+@settings(max_examples=8, deadline=None)
+@given(files=FILES)
+def test_the_workspace_is_shared_with_the_engine_as_it_is_made(
+    served: tuple[FakeGitHub, str], head_start: bool, files: dict[str, str]
+) -> None:
+    """No walk over the work tree after the clone: its folder is shared before git runs, and
+    what git makes there (any tree, its own files too) is shared as it is made."""
+    workspace = prepared(served, files, head_start)
+    try:
+        assert_shared(workspace)
+    finally:
+        shutil.rmtree(workspace.parent.parent)
+
+
+@AS_ROOT
+@BOTH_WAYS
+def test_a_large_checkout_runs_on_every_cpu_and_stays_shared(
+    served: tuple[FakeGitHub, str], head_start: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From 100 files on git checks out in worker processes (one per CPU); what they write is
+    complete and shared too."""
+    trace = Path(tempfile.mkdtemp()) / "trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))  # git's own account of its children
+    files = {f"src/m{n % 7}/f{n}.txt": f"{n}\n" for n in range(150)}
+    workspace = prepared(served, files, head_start)
+    try:
+        assert_shared(workspace)
+        if (os.cpu_count() or 1) > 1:  # one CPU: git checks out alone, as it should
+            assert "checkout--worker" in trace.read_text()
+    finally:
+        shutil.rmtree(workspace.parent.parent)
+        shutil.rmtree(trace.parent)

@@ -36,6 +36,9 @@ REQUEST_FILE = "request.json"
 HANDOFF_FILE = "handoff.json"
 """In the run folder: the phase a relaunch is for (a launch without it is a first one)."""
 
+GITHUB_TOKEN_KEY = "github_token"
+"""The secrets file's key of the GitHub token every clone needs."""
+
 CONTAINER_RUN_FOLDER = "/clone/run"
 """Where a container's launcher mounts the run folder (the run program's default)."""
 CONTAINER_SECRETS_FILE = "/clone/secrets.toml"

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from shadowclone import contract, files
 from shadowclone.errors import ShadowcloneError
-from shadowclone.run.cloning import clone_url_for, kill_clone, start_clone
+from shadowclone.run.cloning import clone_url_for, finish_clone, kill_clone, start_clone
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -54,7 +54,6 @@ class HeadStart:
         guess: str | None,
         workspace: Path,
         private: Path,
-        shared_gid: int | None = None,
     ) -> None:
         self.target = target
         self.api_url = api_url
@@ -63,8 +62,6 @@ class HeadStart:
         """The address cloned from, if any (`clone_url_for`)."""
         self.workspace = workspace
         self.private = private
-        self.shared_gid = shared_gid
-        """The group the workspace was made shared with before git ran (None: not shared)."""
         self.cloning: subprocess.Popen[str] | None = None
         """git cloning `guess`; the thread waits for it, `close` kills it."""
         # Set when the thread begins (their module is imported after git starts):
@@ -78,7 +75,8 @@ class HeadStart:
         self.client: GithubClient | None = None
         """The reads' client: the target step takes it, or `close` closes it."""
         self.identity: EngineIdentity | None = None
-        """The engine's identity the launcher named (None: one the run program refuses)."""
+        """The engine's identity the launcher named, whose group the workspace was shared with
+        before git ran (None: one the run program refuses)."""
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -97,7 +95,7 @@ class HeadStart:
                 return None
             request = json.loads(files.read_bounded(folder / contract.REQUEST_FILE))
             values = tomllib.loads(secrets.read_text(encoding="utf-8"))
-            token = values.get("github_token")  # run/secrets.py GITHUB_TOKEN_KEY: too heavy here
+            token = values.get(contract.GITHUB_TOKEN_KEY)
         except (OSError, ValueError, ShadowcloneError):
             return None
         read = _plain_request(request)
@@ -118,7 +116,6 @@ class HeadStart:
             guess,
             Path(workspace) if workspace else folder / "workspace",
             folder / PRIVATE_AREA,
-            shared_gid,
         )
         if shared_gid is not None:
             # As the run program sets it: what it makes in the workspace the engine may change.
@@ -135,7 +132,9 @@ class HeadStart:
         from shadowclone.run.identity import engine_identity
 
         with contextlib.suppress(ShadowcloneError):  # the run program says what is wrong
-            head.identity = engine_identity(environ)
+            identity = engine_identity(environ)
+            if identity.workspace_gid == shared_gid:  # read here apart, before git started
+                head.identity = identity
 
         head.plan = concurrent.futures.Future()
         head.cloned = concurrent.futures.Future()
@@ -162,8 +161,6 @@ class HeadStart:
         return head
 
     def _wait_for_clone(self) -> None:
-        from shadowclone.run.cloning import finish_clone
-
         assert self.cloning is not None
         try:
             finish_clone(self.cloning)
@@ -187,8 +184,7 @@ class HeadStart:
                 self.plan.set_result(plan)
         cloned = self.cloned.exception() is None  # waits for the clone's end
         identity = self.identity
-        shared = identity.shared_gid if identity is not None and identity.isolated else None
-        if plan is None or not cloned or identity is None or shared != self.shared_gid:
+        if plan is None or not cloned or identity is None:
             self.prepared.set_result(None)
             return
         if plan.repository.clone_url != self.guess or plan.mode is Mode.REVIEW:
@@ -221,8 +217,7 @@ class HeadStart:
         read = (target.owner, target.repo, target.number, target.kind)
         mine = (self.target, self.api_url, self.token, self.guess, self.workspace, self.private)
         theirs = (read, api_url, token, guess, *places)
-        shared = identity.shared_gid if identity.isolated else None
-        return mine == theirs and self.identity == identity and self.shared_gid == shared
+        return mine == theirs and self.identity == identity
 
     def take_client(self) -> GithubClient | None:
         client, self.client = self.client, None

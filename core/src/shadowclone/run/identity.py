@@ -85,6 +85,11 @@ class EngineIdentity:
     def isolated(self) -> bool:
         return self.uid is not None
 
+    @property
+    def workspace_gid(self) -> int | None:
+        """The group the workspace is shared with the engine through (None: not shared)."""
+        return self.shared_gid if self.isolated else None
+
     def describe(self) -> str:
         if self.isolated:
             return (

@@ -64,7 +64,6 @@ from shadowclone.proxy import (
     credential_for_login,
     engine_files,
 )
-from shadowclone.run import headstart
 from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
@@ -72,7 +71,7 @@ from shadowclone.run.cloning import clone_url_for
 from shadowclone.run.drive import EngineResult, supervise_engine
 from shadowclone.run.drive.caps import CapWatch, Reached, priced
 from shadowclone.run.github import GithubClient
-from shadowclone.run.headstart import HeadStart
+from shadowclone.run.headstart import PRIVATE_AREA, HeadStart
 from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
 from shadowclone.run.inbox import FileWatch, delivered, set_on_stop
 from shadowclone.run.plan import Mode, Plan, resolve
@@ -99,7 +98,6 @@ DEFAULT_SECRETS_FILE = Path(contract.CONTAINER_SECRETS_FILE)
 CONSULT_TIMEOUT_S = 20 * 60.0
 CLONE_MARKER = contract.CLONE_ID_VARIABLE
 ENGINE_AREA = "engine"
-PRIVATE_AREA = headstart.PRIVATE_AREA
 ASK_OUTBOX = "asks.jsonl"
 EGRESS_VARIABLE = contract.EGRESS_VARIABLE
 LOGIN_STATE_VARIABLE = contract.LOGIN_STATE_VARIABLE

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import attrs
 
+from shadowclone import contract
 from shadowclone.errors import ShadowcloneError
 from shadowclone.plugin.types import SecretProviderRegistration
 from shadowclone.run.redact import login_values
 
-GITHUB_TOKEN_KEY = "github_token"
+GITHUB_TOKEN_KEY = contract.GITHUB_TOKEN_KEY
 
 
 class SecretsError(ShadowcloneError):

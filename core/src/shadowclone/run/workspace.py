@@ -193,9 +193,7 @@ def clone(
     being read. `again`: whatever an earlier clone left in `path` goes first."""
     if again:
         shutil.rmtree(path, ignore_errors=True)
-    identity = identity or EngineIdentity()
-    shared = identity.shared_gid if identity.isolated else None
-    finish_clone(start_clone(path, clone_url, token, shared))
+    finish_clone(start_clone(path, clone_url, token, (identity or EngineIdentity()).workspace_gid))
 
 
 def prepare(
