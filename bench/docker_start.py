@@ -151,6 +151,7 @@ def measure(
     address: str,
     github_latency_s: float = 0.0,
     files: int = 1,
+    spares: int | None = None,
 ) -> Measured:
     """`runs` rounds of a clone of `engine` in Docker under serve on each of `images` (their
     order alternating), each round beside a bare `docker run` of the first image and a bare
@@ -176,6 +177,7 @@ def measure(
                 ("github.api_url", f'"{github.api_url}"'),
                 ("daily_clones", "1000"),
                 ("parallel_clones", "1"),
+                *([("spares", str(spares))] if spares is not None else []),
             ):
                 set_value(paths, key, value)
             token = github.add_user("owner", name="The Owner", email="owner@example.com")
@@ -292,6 +294,12 @@ def main(argv: list[str]) -> int:
         "floor has no GitHub, so compare images at the same latency, not against the goal)",
     )
     parser.add_argument(
+        "--spares",
+        type=int,
+        help="the config's `spares` (default: its default); 0 starts every clone's container "
+        "at its launch",
+    )
+    parser.add_argument(
         "--files", type=int, default=1, help="the repository's files (a README by default)"
     )
     parser.add_argument(
@@ -302,6 +310,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.runs = 1
+    if args.spares is not None and args.spares < 0:
+        parser.error(f"--spares: 0 or more, got {args.spares}")
     if args.runs < 1 or args.files < 1:
         parser.error(f"--runs and --files: at least 1 each, got {args.runs} and {args.files}")
     if args.against == args.image:
@@ -314,7 +324,7 @@ def main(argv: list[str]) -> int:
         args.runs += 1  # each image goes first in half the pairs: the first of a pair is slower
     latency_s = args.github_latency_ms / 1000
     for engine in engines:
-        measured = measure(engine, args.runs, images, address, latency_s, args.files)
+        measured = measure(engine, args.runs, images, address, latency_s, args.files, args.spares)
         print(f"engine {engine}, image {args.image}, {args.runs} runs, {args.files} files")
         clone = shown("start -> first model request", measured.clone_times[args.image])
         bare = shown("docker run --rm IMAGE true", measured.bare_times)

@@ -25,6 +25,7 @@ from shadowclone.plugin import Outcome, load_registry
 from shadowclone.run.prompt import RESUME_PROMPT
 from shadowclone.setup import setup_repository
 from shadowclone_docker_launch.commands import build_environment, describe
+from shadowclone_docker_launch.launcher import SPARE_PREFIX
 from shadowclone_testing.containers import (
     ANTHROPIC_KEY,
     MESSAGE,
@@ -455,7 +456,8 @@ def test_a_review_of_a_strangers_pull_request_runs_the_engine_with_the_network_o
         for container in world.client.containers.list(
             filters={"name": "shadowclone-"}, ignore_removed=True
         ):
-            if not (container.name or "").endswith("-proxy"):
+            name = container.name or ""
+            if not name.endswith("-proxy") and not name.startswith(SPARE_PREFIX):
                 networks.append(container.attrs["HostConfig"]["NetworkMode"])
         return None
 
@@ -500,7 +502,8 @@ def test_codex_on_a_chatgpt_plan_refreshes_through_the_proxy_and_the_next_clone_
         for container in world.client.containers.list(
             filters={"name": "shadowclone-"}, ignore_removed=True
         ):
-            if not (container.name or "").endswith("-proxy"):
+            name = container.name or ""
+            if not name.endswith("-proxy") and not name.startswith(SPARE_PREFIX):
                 networks.append(container.attrs["HostConfig"]["NetworkMode"])
         login.expire()  # the next request of this clone finds its access token expired
         return None

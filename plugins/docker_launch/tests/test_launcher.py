@@ -38,6 +38,7 @@ from shadowclone_testing.suites.launcher import (
 from shadowclone_docker_launch.launcher import (
     CAPABILITIES,
     LABEL_SCOPE,
+    LABEL_SPARE,
     RUN_FOLDER,
     VERSION_LABEL,
     DockerLauncher,
@@ -72,6 +73,36 @@ class TestDockerLauncher(LauncherContract):
     def traces(self, launcher: Launcher, clone_id: str) -> list[str]:
         assert isinstance(launcher, DockerLauncher)
         return launcher.traces(clone_id)
+
+
+class SparesFirst(DockerLauncher):
+    """The Docker launcher, each clone's container started ahead as a spare: its run folder
+    (what `start` wrote in it) becomes a spare folder, a spare is kept there, the folder goes
+    back to its name as a start takes a spare, and the launch must take the spare up."""
+
+    def launch(self, spec: LaunchSpec) -> None:
+        if self.status(spec.clone_id).state is not LaunchState.MISSING:
+            super().launch(spec)  # refused: it has a container
+            return
+        spare = spec.run_folder.with_name(f".spare-{spec.clone_id}")
+        spare.mkdir()
+        for entry in spec.run_folder.iterdir():
+            entry.rename(spare / entry.name)
+        self.keep_spare(attrs.evolve(spec, clone_id=spare.name, run_folder=spare, labels={}))
+        spec.run_folder.rmdir()
+        spare.rename(spec.run_folder)
+        super().launch(spec)
+        container = self.client.containers.get(container_name(spec.clone_id))
+        assert LABEL_SPARE in container.labels, "the launch took the spare up"
+
+
+class TestDockerLauncherThroughSpares(TestDockerLauncher):
+    """The whole contract again, every clone in a container started ahead of it."""
+
+    def make_launcher(self, root: Path) -> Launcher:
+        client = docker_client()
+        clone_image(client)
+        return SparesFirst(root / "clones", IMAGE, client=client, command_for=play_script)
 
 
 # --------------------------------------------------------------------------- beyond the contract

@@ -127,6 +127,8 @@ def check(config: Config) -> list[str]:
         problems.append(f"parallel_clones: expected at least 1, got {config.parallel_clones}")
     if config.daily_clones < 1:
         problems.append(f"daily_clones: expected at least 1, got {config.daily_clones}")
+    if config.spares < 0:
+        problems.append(f"spares: expected 0 or more, got {config.spares}")
     if config.retention.older_than is not None:
         from shadowclone.errors import BadInput
         from shadowclone.node.retention import parse_duration

@@ -144,6 +144,9 @@ class Config:
     image: str = DEFAULT_IMAGE
     parallel_clones: int = 2
     daily_clones: int = 20
+    spares: int = 2
+    """How many clones' containers serve keeps started ahead, each for a kind of clone it
+    launched lately (image, repository, login): the next such clone skips Docker's start."""
     providers: dict[str, ProviderConfig] = attrs.field(factory=_default_providers)
     github: GithubConfig = GithubConfig()
     limits: LimitsConfig = LimitsConfig()

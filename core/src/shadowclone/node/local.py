@@ -57,6 +57,7 @@ from shadowclone.node.schemas import (
     read,
 )
 from shadowclone.node.setups import read_setup
+from shadowclone.node.spares import spare_kind, take_spare
 from shadowclone.node.target import Target
 from shadowclone.plugin.types import Outcome, SecretProviderRegistration
 from shadowclone.serve import lock as serve_lock
@@ -228,9 +229,8 @@ class LocalNode:
         )
         assert setup is not None  # admitted_target refuses a repository with no setup
 
-        folder = self._new_folder(at)
         request = request_for(
-            folder.id,
+            "",
             at,
             target,
             setup,
@@ -242,6 +242,8 @@ class LocalNode:
             allow_secrets,
             caps,
         )
+        folder = self._new_folder(at, spare_kind(request))
+        request = attrs.evolve(request, id=folder.id)
         # The active marker goes first: a crash before the request leaves a marker without a
         # request, which the next start removes; never a request that admission cannot see.
         files.write_atomic(
@@ -255,16 +257,21 @@ class LocalNode:
     def index(self) -> CloneIndex:
         return CloneIndex(self.paths.clones_dir)
 
-    def _new_folder(self, at: datetime) -> RunFolder:
-        """A new run folder, its id in the index. Under start.lock."""
+    def _new_folder(self, at: datetime, kind: str | None = None) -> RunFolder:
+        """A new run folder, its id in the index: a spare of `kind` serve made ahead if there
+        is one (its clone's container is started already), or a new folder. Under
+        start.lock."""
         last = self.index.last_time()
         moment = max(at, last) if last is not None else at  # the index's times never go back
         while True:
             folder = RunFolder(self.paths.clones_dir / new_clone_id(moment))
-            try:
-                folder.path.mkdir()
-            except FileExistsError:
+            if folder.path.exists():
                 continue
+            if not take_spare(self.paths.clones_dir, kind, folder.path):
+                try:
+                    folder.path.mkdir()
+                except FileExistsError:
+                    continue
             self.index.append(folder.id)
             return folder
 

@@ -50,6 +50,7 @@ from shadowclone.node.schemas import (
     Throttles,
     now,
 )
+from shadowclone.node.spares import spare_kind
 from shadowclone.notify.dispatch import (
     BACKOFF_S,
     Dispatcher,
@@ -71,6 +72,7 @@ from shadowclone.plugin.types import (
 )
 from shadowclone.serve import records
 from shadowclone.serve.lock import ServeLock
+from shadowclone.serve.spares import SPARE_DELAY_S, Spares
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +107,11 @@ class ServeSettings:
     back by one, up to `parallel_clones`."""
     retention_s: float = 3600.0
     """How often serve removes the clones `[retention] older_than` says are old enough."""
+    spare_delay_s: float = SPARE_DELAY_S
+    """How long after a launch the next spare of its kind is started (not while the clone
+    just launched starts its engine, which Docker's work would slow)."""
+    spare_sweep_s: float = 60.0
+    """How often serve looks for containers started ahead that no clone will take up."""
     notify_backoff_s: tuple[float, ...] = BACKOFF_S
     """The waits before each new try of a notification a notifier failed to deliver."""
 
@@ -178,9 +185,11 @@ class Server:
         self._spent: tuple[float, float] | None = None
         """(when, how much): the last reckoning of the daily cost, kept a moment."""
         self._last_rescan = 0.0
+        self._last_sweep = 0.0
         self._events: queue.SimpleQueue[set[str]] = queue.SimpleQueue()
         """Ids of clones to look at now: from the file watcher and the exit waiters."""
         self._stopping = threading.Event()
+        self.spares = Spares(paths.clones_dir, launcher, config.spares, settings.spare_delay_s)
         self.skipped: dict[str, str] = {}
         """Clones serve cannot follow (a run-folder file it cannot read or write), by id, with
         why: each is reported once, and every other clone goes on."""
@@ -193,6 +202,14 @@ class Server:
                 target=self._retain, args=(stop_event,), name="retention", daemon=True
             ).start()
         self.recover()
+        self.spares.begin(self._queued_folders())
+        self._last_sweep = time.monotonic()
+        try:
+            self._serve(stop_event, ready)
+        finally:
+            self.spares.close()
+
+    def _serve(self, stop_event: threading.Event, ready: threading.Event | None) -> None:
         self.launch_queued()
         # The first pass reads everything again: what changed before the watcher started
         # sent no event.
@@ -208,6 +225,10 @@ class Server:
         for touched in self._changes(stop_event):
             self.step(touched)
         log.info("serve stops; running clones go on and the next serve takes them up")
+
+    def _queued_folders(self) -> list[Path]:
+        """The run folders of clones not launched yet: a spare taken there waits for them."""
+        return [c.folder.path for c in self.clones.values() if c.record.state is State.QUEUED]
 
     def _retain(self, stop_event: threading.Event) -> None:
         """`[retention]`, on a thread of its own: deleting workspaces never holds up clones."""
@@ -248,6 +269,9 @@ class Server:
             self.poll([c for c in self.clones.values() if c.launched])
         else:  # a clone that has said its last word, or was stopped, is about to exit
             self.poll([c for c in self.clones.values() if c.launched and (c.final_at or c.stop_at)])
+        if moment - self._last_sweep >= self.settings.spare_sweep_s:
+            self._last_sweep = moment
+            self.spares.sweep(self._queued_folders())
         self.check_deadlines()
         self.launch_queued()
 
@@ -693,6 +717,7 @@ class Server:
             attrs.evolve(clone.record, state=State.RUNNING, started_at=moment, launching_at=None),
         )
         log.info("clone %s on %s is running", clone.id, clone.request.target.key)
+        self.spares.launched(spare_kind(clone.request), spec)
         self.read_progress(clone)
         if self._stopped_in_launch(clone):
             return

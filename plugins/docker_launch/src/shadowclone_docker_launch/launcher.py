@@ -41,10 +41,14 @@ one, a container still reaches every address of the host.)
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
+import json
 import logging
 import math
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -74,6 +78,18 @@ from shadowclone_docker_launch import proxy
 log = logging.getLogger(__name__)
 
 LABEL_CLONE = contract.LABEL_CLONE
+LABEL_TARGET = contract.LABEL_TARGET
+LABEL_SPARE = "shadowclone.spare-of"
+"""On a spare: the device and inode of the folder it waits in (a rename keeps them)."""
+LABEL_SPARE_SPEC = "shadowclone.spare-spec"
+"""On a spare: the digest of all it was made with but its clone (`_digest`)."""
+CONTAINER_PREFIX = "shadowclone-"
+SPARE_PREFIX = "shadowclone-spare-"
+SPARE_PIPE = ".spare"
+"""The pipe in a spare's folder on which `launch` names its clone (image/clone-entry)."""
+SPARE_VARIABLE = "SHADOWCLONE_SPARE"
+SPARE_READY_S = 2.0
+"""How long a launch waits for a running spare to open its pipe."""
 LABEL_SCOPE = "shadowclone.clones-folder"
 LABEL_PROXY_OF = "shadowclone.proxy-of"
 LABEL_EGRESS_OF = "shadowclone.egress-of"
@@ -121,7 +137,11 @@ _EXITED_STATES = {"exited", "dead"}
 
 
 def container_name(clone_id: str) -> str:
-    return f"shadowclone-{clone_id}"
+    return f"{CONTAINER_PREFIX}{clone_id}"
+
+
+def spare_name(spare: str) -> str:
+    return f"{SPARE_PREFIX}{spare}"
 
 
 def proxy_name(clone_id: str) -> str:
@@ -187,18 +207,10 @@ class DockerLauncher:
             if _state(existing) != "created":
                 raise Refused(f"clone {spec.clone_id} already has a container ({_state(existing)})")
             self._remove_all(spec.clone_id)  # left by a launch that died before its start
-        self._check_image(spec.image)
-        environment = {
-            **spec.env,
-            contract.RUN_FOLDER_VARIABLE: RUN_FOLDER,
-            contract.SECRETS_VARIABLE: SECRETS_FILE,
-            contract.CLONE_ID_VARIABLE: spec.clone_id,
-            OWNER_VARIABLE: "{}:{}".format(*self.owner),
-        }
-        if spec.login_state is not None:
-            environment[LOGIN_STATE_VARIABLE] = LOGIN_STATE
-        if spec.caches:  # clone-entry hands a cache the image has no folder for to the engine
-            environment["SHADOWCLONE_CACHES"] = ":".join(spec.caches.values())
+        image_id = self._check_image(spec.image)
+        if self._take_spare(spec, image_id):
+            return
+        environment = self._environment(spec)
         options: dict[str, Any] = {}
         mounts = self._mounts(spec)
         if spec.network is NetworkMode.MODEL_ONLY:
@@ -213,22 +225,10 @@ class DockerLauncher:
             environment["NO_PROXY"] = environment["no_proxy"] = "localhost,127.0.0.1,::1"
         else:
             options["extra_hosts"] = HOST_GATEWAY
-        command = self.command_for(spec) if self.command_for is not None else None
+        labels = {**spec.labels, LABEL_CLONE: spec.clone_id, LABEL_SCOPE: self.scope}
         try:
-            container = self.client.containers.create(
-                spec.image,
-                command=list(command) if command is not None else None,
-                name=container_name(spec.clone_id),
-                labels={**spec.labels, LABEL_CLONE: spec.clone_id, LABEL_SCOPE: self.scope},
-                environment=environment,
-                mounts=mounts,
-                init=True,
-                nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
-                mem_limit=spec.memory,
-                security_opt=["no-new-privileges:true"],
-                hostname="clone",
-                **self._identity(),
-                **options,
+            container = self._create(
+                spec, container_name(spec.clone_id), labels, environment, mounts, options
             )
         except docker.errors.APIError as error:
             if error.status_code == 409:  # another launcher made it just now: leave it be
@@ -245,6 +245,140 @@ class DockerLauncher:
                 f"Docker could not start clone {spec.clone_id}: {_explain(error)}"
             ) from None
         log.info("clone %s runs in container %s", spec.clone_id, container.short_id)
+
+    # ------------------------------------------------------------------ spares
+
+    def keep_spare(self, spec: LaunchSpec) -> None:
+        """A container for a clone of `spec`'s kind, started in the spare folder
+        `spec.run_folder` and waiting (image/clone-entry) until `launch` names its clone on the
+        folder's pipe. Labelled with the folder's identity (device and inode, which renaming
+        it keeps) and a digest of all it was made with but the clone."""
+        _check_id(spec.clone_id)
+        if spec.network is not NetworkMode.OPEN or spec.environment is not None:
+            raise Refused("only a clone on the open network, of a ready image, has a spare")
+        image_id = self._check_image(spec.image)
+        folder = spec.run_folder.absolute()
+        pipe = folder / SPARE_PIPE
+        os.mkfifo(pipe, 0o600)
+        os.chmod(pipe, 0o600)
+        if os.geteuid() == 0:  # read as the owner (image/clone-entry), whose folder it is
+            os.chown(pipe, *self.owner)
+        labels = {
+            LABEL_SCOPE: self.scope,
+            LABEL_SPARE: _identity_of(folder),
+            LABEL_SPARE_SPEC: self._digest(spec, image_id),
+        }
+        environment = {
+            **self._environment(spec, spare=True),
+            SPARE_VARIABLE: "1",
+        }
+        name = spare_name(spec.clone_id)
+        try:
+            container = self._create(
+                spec, name, labels, environment, self._mounts(spec), {"extra_hosts": HOST_GATEWAY}
+            )
+            container.start()
+        except docker.errors.APIError as error:
+            self._remove_spares([name])
+            raise PluginUnavailable(
+                f"Docker could not start a spare for {folder}: {_explain(error)}"
+            ) from None
+        log.info("spare %s waits in container %s", folder.name, container.short_id)
+
+    def drop_spare(self, folder: Path) -> None:
+        self._remove_spares([str(c.name) for c in self._spares(_identity_of(folder))])
+
+    def drop_spares(self, keep: Sequence[Path]) -> list[str]:
+        kept = set()
+        for folder in keep:
+            with contextlib.suppress(OSError):
+                kept.add(_identity_of(folder))
+        dropped = [
+            str(container.name)
+            for container in self._spares()
+            if container.labels.get(LABEL_SPARE) not in kept
+        ]
+        self._remove_spares(dropped)
+        return [f"spare container {name}" for name in dropped]
+
+    def _take_spare(self, spec: LaunchSpec, image_id: str) -> bool:
+        """Hand the clone to the spare started in its folder, if there is one and it was made
+        with what this launch would make: its name becomes the clone's, and it is told the
+        clone on the folder's pipe. Any other spare of the folder is removed."""
+        pipe = spec.run_folder / SPARE_PIPE
+        try:
+            if not stat.S_ISFIFO(os.lstat(pipe).st_mode):
+                return False
+        except FileNotFoundError:
+            return False
+        try:
+            found = self._spares(_identity_of(spec.run_folder))
+            digest = self._digest(spec, image_id)
+            for spare in found:
+                if (
+                    spec.network is NetworkMode.OPEN
+                    and spare.labels.get(LABEL_SPARE_SPEC) == digest
+                    and _state(spare) == "running"
+                    and _tell(pipe, spec.clone_id)
+                ):
+                    try:
+                        spare.rename(container_name(spec.clone_id))
+                    except docker.errors.APIError as error:
+                        self._remove_spares([str(spare.name)])
+                        raise PluginUnavailable(
+                            f"Docker could not name clone {spec.clone_id}'s container: "
+                            f"{_explain(error)}"
+                        ) from None
+                    self._remove_spares([str(c.name) for c in found if c is not spare])
+                    log.info("clone %s runs in spare container %s", spec.clone_id, spare.short_id)
+                    return True
+            self._remove_spares([str(c.name) for c in found])
+            return False
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(pipe)
+
+    def _spares(self, identity: str | None = None) -> list[Container]:
+        """The containers waiting for a clone (named as spares still), of one folder or all."""
+        label = LABEL_SPARE if identity is None else f"{LABEL_SPARE}={identity}"
+        return [c for c in self._labelled(label) if str(c.name).startswith(SPARE_PREFIX)]
+
+    def _remove_spares(self, names: Sequence[str]) -> None:
+        for name in names:
+            container = self._container(name)
+            if container is not None:
+                with contextlib.suppress(docker.errors.NotFound):
+                    container.remove(force=True, v=True)
+
+    def _digest(self, spec: LaunchSpec, image_id: str) -> str:
+        """All a container is made with but its clone, so a spare is taken up only by a
+        launch that would make the same: the image's id (a tag may have moved), the
+        variables, mounts (the secrets file's identity: a file replaced since is not the
+        one mounted), limits and command."""
+        secrets_file: object = None
+        with contextlib.suppress(OSError):
+            found = os.stat(spec.secrets_file)
+            secrets_file = [found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns]
+        mounts = [
+            [m["Target"], m["Source"], m["Type"], m["ReadOnly"]]
+            for m in self._mounts(spec)
+            if m["Target"] != RUN_FOLDER
+        ]
+        command = self.command_for(spec) if self.command_for is not None else None
+        made = {
+            "image": image_id,
+            "environment": sorted(self._environment(spec, spare=True).items()),
+            "labels": sorted(
+                (k, v) for k, v in spec.labels.items() if k not in (LABEL_CLONE, LABEL_TARGET)
+            ),
+            "mounts": mounts,
+            "secrets": secrets_file,
+            "cpus": spec.cpus,
+            "memory": spec.memory,
+            "command": list(command) if command is not None else None,
+            "owner": list(self.owner),
+        }
+        return hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()
 
     def status(self, clone_id: str) -> CloneStatus:
         _check_id(clone_id)
@@ -272,8 +406,7 @@ class DockerLauncher:
 
     def running(self) -> Sequence[CloneStatus]:
         found = []
-        for container in self._labelled(LABEL_CLONE):
-            clone_id = container.labels.get(LABEL_CLONE, "")
+        for clone_id, container in self._clones():
             status = self._status(clone_id, container)
             if status.state is not LaunchState.MISSING:
                 found.append(status)
@@ -312,8 +445,7 @@ class DockerLauncher:
         clones; returns one line per thing removed."""
         removed: list[str] = []
         alive = set()
-        for container in self._labelled(LABEL_CLONE):
-            clone_id = container.labels.get(LABEL_CLONE, "")
+        for clone_id, container in self._clones():
             gone = not (self.clones_dir / clone_id).is_dir()
             if not gone and _state(container) != "created":
                 alive.add(clone_id)
@@ -366,6 +498,49 @@ class DockerLauncher:
             tmpfs[PRIVATE] = "mode=0700,noexec"  # root's until the entry point fills it
         tmpfs[HOME] = f"uid={uid},gid={gid},mode=0700,exec"
         return {"user": "0:0", "cap_drop": ["ALL"], "cap_add": list(CAPABILITIES), "tmpfs": tmpfs}
+
+    def _environment(self, spec: LaunchSpec, spare: bool = False) -> dict[str, str]:
+        """The run program's variables; a spare's have no clone id (it is told it later)."""
+        environment = {
+            **{k: v for k, v in spec.env.items() if k != contract.CLONE_ID_VARIABLE},
+            contract.RUN_FOLDER_VARIABLE: RUN_FOLDER,
+            contract.SECRETS_VARIABLE: SECRETS_FILE,
+            OWNER_VARIABLE: "{}:{}".format(*self.owner),
+        }
+        if not spare:
+            environment[contract.CLONE_ID_VARIABLE] = spec.clone_id
+        if spec.login_state is not None:
+            environment[LOGIN_STATE_VARIABLE] = LOGIN_STATE
+        if spec.caches:  # clone-entry hands a cache the image has no folder for to the engine
+            environment["SHADOWCLONE_CACHES"] = ":".join(spec.caches.values())
+        return environment
+
+    def _create(
+        self,
+        spec: LaunchSpec,
+        name: str,
+        labels: dict[str, str],
+        environment: dict[str, str],
+        mounts: list[Mount],
+        options: dict[str, Any],
+    ) -> Container:
+        command = self.command_for(spec) if self.command_for is not None else None
+        container: Container = self.client.containers.create(
+            spec.image,
+            command=list(command) if command is not None else None,
+            name=name,
+            labels=labels,
+            environment=environment,
+            mounts=mounts,
+            init=True,
+            nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
+            mem_limit=spec.memory,
+            security_opt=["no-new-privileges:true"],
+            hostname="clone",
+            **self._identity(),
+            **options,
+        )
+        return container
 
     def _mounts(self, spec: LaunchSpec) -> list[Mount]:
         mounts = [Mount(RUN_FOLDER, str(spec.run_folder.absolute()), type="bind")]
@@ -449,8 +624,8 @@ class DockerLauncher:
             f"the egress proxy of clone {clone_id} did not start: {output or 'no output'}"
         )
 
-    def _check_image(self, image: str) -> None:
-        """The image is here, has an engine user, and the owner is not that user."""
+    def _check_image(self, image: str) -> str:
+        """The image is here, has an engine user, and the owner is not that user; its id."""
         try:
             found = self.client.images.get(image)
         except docker.errors.ImageNotFound:
@@ -479,6 +654,7 @@ class DockerLauncher:
                 "another (`docker build --build-arg ENGINE_UID=<a uid no owner has>` of "
                 "image/Dockerfile)"
             )
+        return str(found.id)
 
     def _container(self, name: str) -> Container | None:
         try:
@@ -501,6 +677,16 @@ class DockerLauncher:
         except docker.errors.DockerException as error:
             raise _unreachable(error) from None
         return found
+
+    def _clones(self) -> Iterator[tuple[str, Container]]:
+        """Every clone's container in this scope, with its clone's id: those made for it
+        (labelled with it) and the spares that took one up (named after it)."""
+        for container in self._labelled(LABEL_CLONE):
+            yield container.labels.get(LABEL_CLONE, ""), container
+        for container in self._labelled(LABEL_SPARE):
+            name = str(container.name)
+            if not name.startswith(SPARE_PREFIX) and name.startswith(CONTAINER_PREFIX):
+                yield name.removeprefix(CONTAINER_PREFIX), container
 
     def _volumes(self) -> Iterator[Volume]:
         found: list[Volume] = self.client.volumes.list(
@@ -570,6 +756,33 @@ def _engine_uid(config: dict[str, Any]) -> int | None:
         if name == ENGINE_USER_VARIABLE and uid.isdigit():
             return int(uid)
     return None
+
+
+def _identity_of(folder: Path) -> str:
+    found = os.stat(folder)
+    return f"{found.st_dev}:{found.st_ino}"
+
+
+def _tell(pipe: Path, clone_id: str) -> bool:
+    """Name the clone to the spare waiting on `pipe`; False if none reads it. A spare just
+    started may not have opened it yet: it is given `SPARE_READY_S`."""
+    deadline = time.monotonic() + SPARE_READY_S
+    while True:
+        try:
+            descriptor = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as error:  # ENXIO: no reader (yet)
+            if error.errno == errno.ENXIO and time.monotonic() < deadline:
+                time.sleep(0.005)
+                continue
+            log.info("no spare waits on %s: %s", pipe, error.strerror)
+            return False
+        break
+    try:
+        return os.write(descriptor, f"{clone_id}\n".encode()) > 0  # one write, under PIPE_BUF
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(descriptor)
 
 
 def _state(container: Container) -> str:

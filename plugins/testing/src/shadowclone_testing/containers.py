@@ -159,10 +159,16 @@ class World:
         wait_for(reached, f"{count} model requests")
 
     def container(self, clone_id: str) -> Any:
+        """The clone's container: made for it (labelled with it), or a spare that took it up
+        (named after it)."""
         found = self.client.containers.list(
             all=True, filters={"label": f"{LABEL_CLONE}={clone_id}"}
         )
-        return found[0] if found else None
+        if found:
+            return found[0]
+        with contextlib.suppress(docker.errors.NotFound):  # the Docker launcher's name for it
+            return self.client.containers.get(f"shadowclone-{clone_id}")
+        return None
 
     def traces(self, clone_id: str) -> list[str]:
         """What Docker still holds of the clone: its container, and the networks and volumes

@@ -1,0 +1,189 @@
+"""serve's spares, with a fake launcher that keeps them: one waits per kind of clone launched
+last, the next start of that kind takes it and its launch takes it up, and serve leaves none
+of its own behind and removes what no clone will take."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+from shadowclone.config import Paths
+from shadowclone.node import spares
+from shadowclone.node.local import LocalNode
+from shadowclone.node.runfolder import RunFolder, new_clone_id
+from shadowclone.node.schemas import State, now
+from shadowclone.plugin import LaunchSpec, SpareLauncher
+from shadowclone_testing.harness import set_up
+from shadowclone_testing.launcher import FakeLauncher, default_state_dir
+from shadowclone_testing.scripts import Play, Script
+from shadowclone_testing.serving import FAST, Scripts, serving, wait_state, wait_until
+
+QUICK = attrs.evolve(FAST, spare_delay_s=0.0)
+HANG = Script(play=Play.HANG)
+
+
+class SparingLauncher(FakeLauncher):
+    """The fake launcher, keeping spares: what it was asked, by folder identity."""
+
+    def __init__(self) -> None:
+        super().__init__(default_state_dir())
+        self.kept: dict[int, LaunchSpec] = {}
+        self.taken: list[str] = []
+        self.dropped: list[Path] = []
+        self.swept: list[list[Path]] = []
+        self.lock = threading.Lock()
+
+    def keep_spare(self, spec: LaunchSpec) -> None:
+        with self.lock:
+            self.kept[os.stat(spec.run_folder).st_ino] = spec
+
+    def drop_spare(self, folder: Path) -> None:
+        with self.lock:
+            self.kept.pop(os.stat(folder).st_ino, None)
+            self.dropped.append(folder)
+
+    def drop_spares(self, keep: Sequence[Path]) -> list[str]:
+        kept = {os.stat(folder).st_ino for folder in keep if folder.exists()}
+        with self.lock:
+            self.swept.append(list(keep))
+            gone = [inode for inode in self.kept if inode not in kept]
+            for inode in gone:
+                del self.kept[inode]
+        return [f"spare {inode}" for inode in gone]
+
+    def launch(self, spec: LaunchSpec) -> None:
+        with self.lock:
+            if self.kept.pop(os.stat(spec.run_folder).st_ino, None) is not None:
+                self.taken.append(spec.clone_id)
+        super().launch(spec)
+
+    def waiting(self) -> int:
+        with self.lock:
+            return len(self.kept)
+
+
+def test_the_fake_launcher_keeping_spares_is_a_spare_launcher() -> None:
+    assert isinstance(SparingLauncher(), SpareLauncher)
+    assert not isinstance(FakeLauncher(default_state_dir()), SpareLauncher)
+
+
+def test_the_next_clone_of_a_kind_takes_the_spare_its_last_launch_left(
+    node: LocalNode, home: Paths, scripts: Scripts
+) -> None:
+    set_up(home)
+    scripts.default = HANG
+    scripts.save()
+    launcher = SparingLauncher()
+    with serving(node, QUICK, launcher):
+        first = node.start("acme/app#1").id
+        wait_state(home, first, State.RUNNING)
+        (spare,) = wait_until(lambda: list(spares.waiting(home.clones_dir)), "a spare")
+        wait_until(launcher.waiting, "the spare's container")
+        [spec] = launcher.kept.values()
+        assert spec.run_folder == spare and spec.clone_id == spare.name
+        assert not spec.labels and not spec.env, "nothing of the first clone"
+        identity = os.stat(spare).st_ino
+
+        second = node.start("acme/app#2").id
+        assert os.stat(home.clones_dir / second).st_ino == identity
+        wait_state(home, second, State.RUNNING)
+        assert launcher.taken == [second]
+        # ...and a new spare waits for the third.
+        wait_until(lambda: len(list(spares.waiting(home.clones_dir))) == 1, "the next spare")
+        node.stop(first)
+        node.stop(second)
+        wait_state(home, first, State.STOPPED)
+        wait_state(home, second, State.STOPPED)
+    assert list(spares.waiting(home.clones_dir)) == [], "serve gives its spares up as it stops"
+    assert list(spares.given_up(home.clones_dir)) == []
+    assert launcher.waiting() == 0
+
+
+def test_at_most_spares_kinds_wait_the_last_launched_kept(
+    node: LocalNode, home: Paths, scripts: Scripts
+) -> None:
+    for repo in ("acme/a", "acme/b", "acme/c"):
+        set_up(home, repo=repo)
+    scripts.default = HANG
+    scripts.save()
+    node = LocalNode(attrs.evolve(node.config, spares=2, parallel_clones=3), node.paths)
+    launcher = SparingLauncher()
+    with serving(node, QUICK, launcher):
+        ids = []
+        for repo in ("acme/a", "acme/b", "acme/c"):
+            ids.append(node.start(f"{repo}#1").id)
+            wait_state(home, ids[-1], State.RUNNING)
+            kind = spares.spare_kind(RunFolder(home.clones_dir / ids[-1]).request())
+
+            def made(kind: str | None = kind) -> list[Path]:
+                return list(spares.waiting(home.clones_dir, kind))
+
+            wait_until(made, f"{repo}'s spare")
+        waiting = {p.name.partition(".")[0] for p in spares.waiting(home.clones_dir)}
+        kinds = [spares.spare_kind(RunFolder(home.clones_dir / i).request()) for i in ids]
+        assert waiting == set(kinds[1:]), "the oldest kind's spare is given up"
+        wait_until(lambda: launcher.waiting() == 2, "two spares' containers")
+        assert len(launcher.dropped) == 1
+        for clone_id in ids:
+            node.stop(clone_id)
+        for clone_id in ids:
+            wait_state(home, clone_id, State.STOPPED)
+
+
+def test_with_no_spares_configured_serve_keeps_none(
+    node: LocalNode, home: Paths, scripts: Scripts
+) -> None:
+    set_up(home)
+    scripts.default = HANG
+    scripts.save()
+    node = LocalNode(attrs.evolve(node.config, spares=0), node.paths)
+    launcher = SparingLauncher()
+    with serving(node, QUICK, launcher):
+        first = node.start("acme/app#1").id
+        wait_state(home, first, State.RUNNING)
+        node.stop(first)
+        wait_state(home, first, State.STOPPED)
+    assert launcher.kept == {} and list(spares.waiting(home.clones_dir)) == []
+
+
+def test_serve_removes_what_an_earlier_one_left_but_a_queued_clones_spare(
+    node: LocalNode, home: Paths, scripts: Scripts
+) -> None:
+    set_up(home)
+    scripts.default = HANG
+    scripts.save()
+    launcher = SparingLauncher()
+    probe = node.start("acme/app#9").id
+    node.stop(probe)
+    kind = spares.spare_kind(RunFolder(home.clones_dir / probe).request())
+    assert kind is not None
+
+    def kept(folder: Path) -> int:
+        launcher.keep_spare(attrs.evolve(SPEC, clone_id=folder.name, run_folder=folder))
+        return os.stat(folder).st_ino
+
+    # What a serve killed left: a spare taken by a clone still queued, one taken by a start
+    # that died before its request, one still waiting, and one given up.
+    queued_spare = kept(spares.make_spare(home.clones_dir, kind))
+    queued = node.start("acme/app#1").id
+    died_spare = kept(spares.make_spare(home.clones_dir, kind))
+    assert spares.take_spare(home.clones_dir, kind, home.clones_dir / new_clone_id(now()))
+    waiting_spare = kept(spares.make_spare(home.clones_dir, kind))
+    hidden = spares.give_up(spares.make_spare(home.clones_dir, "0" * 16))
+    assert hidden is not None
+
+    with serving(node, QUICK, launcher):
+        wait_state(home, queued, State.RUNNING)
+        assert launcher.taken == [queued], "the queued clone's launch takes its spare up"
+        assert os.stat(home.clones_dir / queued).st_ino == queued_spare
+        with launcher.lock:
+            assert not {died_spare, waiting_spare} & launcher.kept.keys()
+        assert not hidden.exists()
+        node.stop(queued)
+        wait_state(home, queued, State.STOPPED)
+
+
+SPEC = LaunchSpec(clone_id="spare", run_folder=Path("/"), secrets_file=Path("/"), image="i")
