@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
+import pytest
 from shadowclone.config import Paths
 from shadowclone.node import spares
 from shadowclone.node.local import LocalNode
@@ -65,18 +66,23 @@ class SparingLauncher(FakeLauncher):
             return len(self.kept)
 
 
+@pytest.fixture
+def launcher(home: Paths, scripts: Scripts) -> SparingLauncher:
+    """The sparing launcher, its clones hanging until stopped, acme/app set up."""
+    set_up(home)
+    scripts.default = HANG
+    scripts.save()
+    return SparingLauncher()
+
+
 def test_the_fake_launcher_keeping_spares_is_a_spare_launcher() -> None:
     assert isinstance(SparingLauncher(), SpareLauncher)
     assert not isinstance(FakeLauncher(default_state_dir()), SpareLauncher)
 
 
 def test_the_next_clone_of_a_kind_takes_the_spare_its_last_launch_left(
-    node: LocalNode, home: Paths, scripts: Scripts
+    node: LocalNode, home: Paths, launcher: SparingLauncher
 ) -> None:
-    set_up(home)
-    scripts.default = HANG
-    scripts.save()
-    launcher = SparingLauncher()
     with serving(node, QUICK, launcher):
         first = node.start("acme/app#1").id
         wait_state(home, first, State.RUNNING)
@@ -103,14 +109,11 @@ def test_the_next_clone_of_a_kind_takes_the_spare_its_last_launch_left(
 
 
 def test_at_most_spares_kinds_wait_the_last_launched_kept(
-    node: LocalNode, home: Paths, scripts: Scripts
+    node: LocalNode, home: Paths, launcher: SparingLauncher
 ) -> None:
     for repo in ("acme/a", "acme/b", "acme/c"):
         set_up(home, repo=repo)
-    scripts.default = HANG
-    scripts.save()
     node = LocalNode(attrs.evolve(node.config, spares=2, parallel_clones=3), node.paths)
-    launcher = SparingLauncher()
     with serving(node, QUICK, launcher):
         ids = []
         for repo in ("acme/a", "acme/b", "acme/c"):
@@ -134,13 +137,9 @@ def test_at_most_spares_kinds_wait_the_last_launched_kept(
 
 
 def test_with_no_spares_configured_serve_keeps_none(
-    node: LocalNode, home: Paths, scripts: Scripts
+    node: LocalNode, home: Paths, launcher: SparingLauncher
 ) -> None:
-    set_up(home)
-    scripts.default = HANG
-    scripts.save()
     node = LocalNode(attrs.evolve(node.config, spares=0), node.paths)
-    launcher = SparingLauncher()
     with serving(node, QUICK, launcher):
         first = node.start("acme/app#1").id
         wait_state(home, first, State.RUNNING)
@@ -150,12 +149,8 @@ def test_with_no_spares_configured_serve_keeps_none(
 
 
 def test_serve_removes_what_an_earlier_one_left_but_a_queued_clones_spare(
-    node: LocalNode, home: Paths, scripts: Scripts
+    node: LocalNode, home: Paths, launcher: SparingLauncher
 ) -> None:
-    set_up(home)
-    scripts.default = HANG
-    scripts.save()
-    launcher = SparingLauncher()
     probe = node.start("acme/app#9").id
     node.stop(probe)
     kind = spares.spare_kind(RunFolder(home.clones_dir / probe).request())
