@@ -145,3 +145,24 @@ def test_starts_racing_serve_giving_up_take_each_spare_once_or_not_at_all(
     for what, clone_id, _ in outcomes:
         if what == "started":
             assert RunFolder(paths.clones_dir / clone_id).request().id == clone_id
+
+
+def test_only_serves_spare_folders_are_taken(node: LocalNode, home: Paths) -> None:
+    """A link, a file, a hidden or oddly named entry in the spares folder is never a run
+    folder: the start makes its own."""
+    set_up(home)
+    kind = kind_of(node, "acme/app#1")
+    place = spares.spares_dir(home.clones_dir)
+    place.mkdir()
+    elsewhere = home.clones_dir.parent / "elsewhere"
+    elsewhere.mkdir()
+    (place / f"{kind}.00000001").symlink_to(elsewhere)
+    (place / f"{kind}.00000002").write_text("a file")
+    (place / f".{kind}.00000003").mkdir()
+    (place / f"{kind}.not-hex").mkdir()
+    (place / f"{kind}").mkdir()
+    assert list(spares.waiting(home.clones_dir)) == []
+    view = node.start("acme/app#2")
+    folder = home.clones_dir / view.id
+    assert folder.is_dir() and not folder.is_symlink()
+    assert list(elsewhere.iterdir()) == []

@@ -6,6 +6,7 @@ test_launcher.py)."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -195,3 +196,21 @@ def test_spares_are_dropped_but_those_in_the_folders_kept(
     launcher.launch(kept)
     assert ended(launcher, kept.clone_id).exit_code == 0
     assert LABEL_SPARE in launcher.client.containers.get(container_name(kept.clone_id)).labels
+
+
+def test_the_reaper_removes_a_clone_in_a_spare_whose_run_folder_is_gone(
+    launcher: DockerLauncher, image: str
+) -> None:
+    launcher.command_for = lambda _: ["sleep", "60"]
+    spare = spare_spec(launcher, image)
+    launcher.keep_spare(spare)
+    spec = take(launcher, spare, 5)
+    launcher.launch(spec)
+    fresh = DockerLauncher(launcher.clones_dir, image, client=launcher.client)
+    assert [s.clone_id for s in fresh.running()] == [spec.clone_id], "found by its name"
+    assert fresh.reap_strays() == [], "its run folder is there: it is left alone"
+    shutil.rmtree(spec.run_folder)
+    assert fresh.reap_strays() == [
+        f"container {container_name(spec.clone_id)} (its run folder is gone)"
+    ]
+    assert launcher.traces(spec.clone_id) == []

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Iterator
@@ -25,7 +27,11 @@ from pathlib import Path
 
 from shadowclone.node.schemas import Request
 
+log = logging.getLogger(__name__)
+
 SPARES_FOLDER = ".spares"
+_SHAPE = re.compile(r"^[0-9a-f]{8,64}$")
+"""A kind, or the random part of a spare's name."""
 _GIVEN_UP = "."
 """A spare's name after serve gave it up: hidden, so no start takes it."""
 
@@ -78,10 +84,12 @@ def waiting(clones_dir: Path, kind: str | None = None) -> Iterator[Path]:
     except FileNotFoundError:
         return
     for entry in entries:
-        name = entry.name
-        if name.startswith(_GIVEN_UP) or "." not in name:
-            continue
-        if kind is None or name.partition(".")[0] == kind:
+        found_kind, dot, rest = entry.name.partition(".")
+        if not (_SHAPE.match(found_kind) and dot and _SHAPE.match(rest)):
+            continue  # given up (hidden), or not serve's
+        if not entry.is_dir(follow_symlinks=False):
+            continue  # a link or a file is never a run folder
+        if kind is None or found_kind == kind:
             yield Path(entry.path)
 
 
@@ -100,10 +108,16 @@ def given_up(clones_dir: Path) -> Iterator[Path]:
     """Spares given up whose folders are still there (serve stopped before removing them)."""
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(spares_dir(clones_dir)):
-            if entry.name.startswith(_GIVEN_UP):
+            found_kind, dot, rest = entry.name.removeprefix(_GIVEN_UP).partition(".")
+            shaped = _SHAPE.match(found_kind) and dot and _SHAPE.match(rest)
+            if entry.name.startswith(_GIVEN_UP) and shaped and entry.is_dir(follow_symlinks=False):
                 yield Path(entry.path)
 
 
 def forget(hidden: Path) -> None:
-    """Remove a given-up spare's folder (its container gone first)."""
-    shutil.rmtree(hidden, ignore_errors=True)
+    """Remove a given-up spare's folder (its container gone first); what cannot be removed
+    stays hidden, and the next serve tries again."""
+    try:
+        shutil.rmtree(hidden)
+    except OSError as error:
+        log.warning("cannot remove the spare folder %s: %s", hidden, error)
