@@ -4,9 +4,10 @@ of its own behind and removes what no clone will take."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -17,7 +18,7 @@ from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import State, now
 from shadowclone.plugin import LaunchSpec, SpareLauncher
-from shadowclone_testing.harness import set_up
+from shadowclone_testing.harness import CliResult, set_up
 from shadowclone_testing.launcher import FakeLauncher, default_state_dir
 from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import FAST, Scripts, serving, wait_state, wait_until
@@ -182,3 +183,14 @@ def test_serve_removes_what_an_earlier_one_left_but_a_queued_clones_spare(
 
 
 SPEC = LaunchSpec(clone_id="spare", run_folder=Path("/"), secrets_file=Path("/"), image="i")
+
+
+def test_status_says_how_many_spares_wait(cli: Callable[..., CliResult], home: Paths) -> None:
+    set_up(home)
+    assert "spares" not in {c["name"] for c in json.loads(cli("status", "--json").out)["checks"]}
+    spares.make_spare(home.clones_dir, "0" * 16)
+    spares.make_spare(home.clones_dir, "1" * 16)
+    checks = {c["name"]: c for c in json.loads(cli("status", "--json").out)["checks"]}
+    assert checks["spares"]["detail"] == (
+        "2 started ahead for the next clone of a kind; spares = 2"
+    )

@@ -69,6 +69,7 @@ def _launcher(app: App) -> Check:
 
 
 def _queue(app: App) -> list[Check]:
+    from shadowclone.node import spares
     from shadowclone.node.admission import DAY
 
     node = app.node()
@@ -79,6 +80,16 @@ def _queue(app: App) -> list[Check]:
     }
     detail = ", ".join(f"{n} {state}" for state, n in counts.items())
     checks = [Check("clones", True, f"{detail}; parallel_clones = {node.config.parallel_clones}")]
+    waiting = sum(1 for _ in spares.waiting(node.paths.clones_dir))
+    if waiting:
+        checks.append(
+            Check(
+                "spares",
+                True,
+                f"{waiting} started ahead for the next clone of a kind; spares = "
+                f"{node.config.spares}",
+            )
+        )
     for login, limit in sorted(node.throttles().items()):
         checks.append(
             Check(

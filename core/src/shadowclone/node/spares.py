@@ -52,7 +52,7 @@ def spare_kind(request: Request) -> str | None:
 def make_spare(clones_dir: Path, kind: str) -> Path:
     """A new, empty spare folder of `kind` (serve's)."""
     folder = spares_dir(clones_dir)
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     while True:
         spare = folder / f"{kind}.{secrets.token_hex(4)}"
         try:
