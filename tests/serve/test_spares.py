@@ -194,3 +194,25 @@ def test_status_says_how_many_spares_wait(cli: Callable[..., CliResult], home: P
     assert checks["spares"]["detail"] == (
         "2 started ahead for the next clone of a kind; spares = 2"
     )
+
+
+def test_a_serve_that_starts_keeps_spares_for_the_kinds_requested_last(
+    node: LocalNode, home: Paths, launcher: SparingLauncher
+) -> None:
+    for repo in ("acme/a", "acme/b", "acme/c"):
+        set_up(home, repo=repo)
+    kinds = []
+    for repo in ("acme/a", "acme/b", "acme/c", "acme/c"):
+        clone_id = node.start(f"{repo}#{len(kinds) + 1}").id
+        node.stop(clone_id)  # never launched: its request is all serve reads
+        kinds.append(spares.spare_kind(RunFolder(home.clones_dir / clone_id).request()))
+    with serving(node, QUICK, launcher):
+        wait_until(lambda: launcher.waiting() == 2, "two spares' containers")
+        waiting = {p.name.partition(".")[0] for p in spares.waiting(home.clones_dir)}
+        assert waiting == {kinds[1], kinds[2]}, "the two kinds requested last, once each"
+        view = node.start("acme/c#9")
+        wait_state(home, view.id, State.RUNNING)
+        assert launcher.taken == [view.id]
+        node.stop(view.id)
+        wait_state(home, view.id, State.STOPPED)
+    assert list(spares.waiting(home.clones_dir)) == []

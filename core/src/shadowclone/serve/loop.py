@@ -17,6 +17,7 @@ as it has, so its record shows the end (and the exit code) at once.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import logging.handlers
 import os
@@ -78,6 +79,9 @@ log = logging.getLogger(__name__)
 
 WATCHED_NAMES = frozenset({"request.json", "progress.jsonl", "inbox.jsonl", "stop.json"})
 """The run-folder files others write; serve's own writes (record, deliveries) wake nothing."""
+
+RECENT_CLONES = 50
+"""How far back a starting serve looks for the kinds of clones to keep spares for."""
 
 MAX_HANDOFFS = 4
 """A clone is launched again for its next phase at most this often (a review takes two)."""
@@ -203,6 +207,8 @@ class Server:
             ).start()
         self.recover()
         self.spares.begin(self._queued_folders())
+        for kind, spec in self._recent_kinds():
+            self.spares.launched(kind, spec, at_once=True)
         self._last_sweep = time.monotonic()
         try:
             self._serve(stop_event, ready)
@@ -225,6 +231,30 @@ class Server:
         for touched in self._changes(stop_event):
             self.step(touched)
         log.info("serve stops; running clones go on and the next serve takes them up")
+
+    def _recent_kinds(self) -> list[tuple[str, LaunchSpec]]:
+        """The kinds of the clones requested last (up to `spares`, among the last
+        `RECENT_CLONES`), each with the spec its next clone would launch with: a serve that
+        starts has them ready as if it had launched those clones itself."""
+        from shadowclone.node.index import CloneIndex
+
+        found: dict[str, LaunchSpec] = {}
+        if self.config.spares == 0 or not self.spares.possible:
+            return []
+        for clone_id in itertools.islice(CloneIndex(self.paths.clones_dir).newest(), RECENT_CLONES):
+            folder = RunFolder(self.paths.clones_dir / clone_id)
+            try:
+                request = folder.request()
+            except (OSError, MalformedFile):
+                continue  # gone, a start under way, or unreadable: only a spare is lost
+            kind = spare_kind(request)
+            if kind is None or kind in found or request.launcher != self.config.launcher:
+                continue
+            record = Record(id=clone_id, state=State.QUEUED)
+            found[kind] = self.spec(Clone(folder=folder, request=request, record=record))
+            if len(found) >= self.config.spares:
+                break
+        return list(found.items())
 
     def _queued_folders(self) -> list[Path]:
         """The run folders of clones not launched yet: a spare taken there waits for them."""

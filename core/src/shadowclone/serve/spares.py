@@ -2,7 +2,8 @@
 the container of the next clone of that kind in a spare folder, on a thread of its own, so
 that clone's launch only names it its clone.
 
-At most `spares` wait at once, one per kind, the kinds launched last kept. serve gives its
+At most `spares` wait at once, one per kind, the kinds launched last kept (as serve starts,
+those of the clones requested last). serve gives its
 spares up when it stops; as it starts it removes what an earlier one left, except the
 containers in the folders of queued clones (a start took them while no serve ran: their
 launch takes them up); and every minute or so it removes those that no clone will take up
@@ -72,13 +73,20 @@ class Spares:
         for line in dropped:
             log.info("removed %s: no clone will take it", line)
 
-    def launched(self, kind: str | None, spec: LaunchSpec) -> None:
-        """A clone of `kind` was launched with `spec`: have the next one's container wait."""
+    @property
+    def possible(self) -> bool:
+        """Whether serve keeps spares (a launcher that can, and `spares` not 0)."""
+        return self.most > 0
+
+    def launched(self, kind: str | None, spec: LaunchSpec, at_once: bool = False) -> None:
+        """A clone of `kind` was launched with `spec`: have the next one's container wait,
+        `delay_s` later (`at_once`: now, for a kind serve only read of)."""
         if self.most == 0 or kind is None:
             return
         if spec.network is not NetworkMode.OPEN or spec.environment is not None:
             return
-        self._worker.submit(self._logged, self._keep, kind, spec, time.monotonic() + self.delay_s)
+        when = time.monotonic() + (0.0 if at_once else self.delay_s)
+        self._worker.submit(self._logged, self._keep, kind, spec, when)
 
     def close(self) -> None:
         """Give up every spare still waiting and remove its container."""
