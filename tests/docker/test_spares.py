@@ -3,15 +3,17 @@ container serve started ahead, and the real engine works in it as in any other."
 
 from __future__ import annotations
 
+import signal
+
 import attrs
 import pytest
 from shadowclone.node import spares
 from shadowclone.node.schemas import State
 from shadowclone.plugin import Outcome
-from shadowclone_docker_launch.launcher import LABEL_SCOPE, LABEL_SPARE
+from shadowclone_docker_launch.launcher import LABEL_SCOPE, LABEL_SPARE, SPARE_PREFIX
 from shadowclone_testing.containers import SETTINGS, World, script, wait_for
 from shadowclone_testing.fakes.models import Shell, Text
-from shadowclone_testing.serving import serving
+from shadowclone_testing.serving import ServeProcess, serving
 
 
 @pytest.mark.parametrize("engine", ["claude", "codex"])
@@ -53,3 +55,37 @@ def test_the_next_clone_of_a_kind_runs_in_the_spare_its_predecessor_left(
     assert list(spares.waiting(world.paths.clones_dir)) == [], "serve gave its spare up"
     left = world.client.containers.list(all=True, filters={"label": f"{LABEL_SCOPE}={scope}"})
     assert left == []
+
+
+def test_a_serve_killed_leaves_spares_that_the_next_one_removes(world: World) -> None:
+    """serve killed with a spare waiting: the next serve removes it and keeps a new one for the
+    kind, and a serve that stops leaves no container behind."""
+    world.use("claude")
+    script(world.model, Text("Nothing to change."))
+    scope = str(world.paths.clones_dir.absolute())
+
+    def spare_containers() -> set[str]:
+        found = world.client.containers.list(
+            all=True, filters={"label": [LABEL_SPARE, f"{LABEL_SCOPE}={scope}"]}
+        )
+        return {str(c.id) for c in found if str(c.name).startswith(SPARE_PREFIX)}
+
+    serve = ServeProcess.start(world.paths)
+    try:
+        serve.wait_serving()
+        clone_id = world.node.start(f"owner/app#{world.issue('Look around')}").id
+        world.ended(clone_id)
+        first = wait_for(spare_containers, "a spare after the launch")
+        assert serve.end(signal.SIGKILL) == -signal.SIGKILL
+        assert spare_containers() == first, "a killed serve removes nothing"
+
+        serve = ServeProcess.start(world.paths)
+        serve.wait_serving()
+        again = wait_for(lambda: spare_containers() - first, "a spare of the new serve")
+        assert spare_containers() == again, "the killed serve's spare is removed"
+        assert len(list(spares.waiting(world.paths.clones_dir))) == 1
+    finally:
+        assert serve.end() == 0, serve.output
+    assert spare_containers() == set()
+    assert list(spares.waiting(world.paths.clones_dir)) == []
+    assert list(spares.given_up(world.paths.clones_dir)) == []
