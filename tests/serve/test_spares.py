@@ -201,7 +201,7 @@ def test_a_serve_that_starts_keeps_spares_for_the_kinds_requested_last(
 ) -> None:
     for repo in ("acme/a", "acme/b", "acme/c"):
         set_up(home, repo=repo)
-    kinds = []
+    kinds: list[str | None] = []
     for repo in ("acme/a", "acme/b", "acme/c", "acme/c"):
         clone_id = node.start(f"{repo}#{len(kinds) + 1}").id
         node.stop(clone_id)  # never launched: its request is all serve reads

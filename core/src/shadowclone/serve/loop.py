@@ -239,7 +239,7 @@ class Server:
         from shadowclone.node.index import CloneIndex
 
         found: dict[str, LaunchSpec] = {}
-        if self.config.spares == 0 or not self.spares.possible:
+        if not self.spares.possible:
             return []
         for clone_id in itertools.islice(CloneIndex(self.paths.clones_dir).newest(), RECENT_CLONES):
             folder = RunFolder(self.paths.clones_dir / clone_id)

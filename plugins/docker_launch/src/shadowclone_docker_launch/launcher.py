@@ -2,7 +2,11 @@
 
 A clone's container is named `shadowclone-<clone id>` and labelled with the clone id and the
 clones folder it belongs to (its scope), so a launcher made after a restart of serve finds it
-again, and two shadowclone homes on one machine never touch each other's clones.
+again, and two shadowclone homes on one machine never touch each other's clones. A spare
+(`keep_spare`: a container started ahead in a spare run folder, waiting on a pipe there until
+`launch` names its clone) is named `shadowclone-spare-<spare>` and labelled with its folder's
+device and inode and a digest of its spec; the launch that takes it up renames it after the
+clone (labels cannot change), and it is found by that name from then on.
 
 What a clone sees: its run folder, mounted read-write at /clone/run, and the owner's secrets
 file, mounted read-only at /clone/secrets.toml (never copied by the host, never a variable).
