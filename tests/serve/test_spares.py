@@ -17,7 +17,7 @@ from shadowclone.node import spares
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import State, now
-from shadowclone.plugin import LaunchSpec, SpareLauncher
+from shadowclone.plugin import LaunchSpec, PluginUnavailable, SpareLauncher
 from shadowclone_testing.harness import CliResult, set_up
 from shadowclone_testing.launcher import FakeLauncher, default_state_dir
 from shadowclone_testing.scripts import Play, Script
@@ -216,3 +216,28 @@ def test_a_serve_that_starts_keeps_spares_for_the_kinds_requested_last(
         node.stop(view.id)
         wait_state(home, view.id, State.STOPPED)
     assert list(spares.waiting(home.clones_dir)) == []
+
+
+class FailingLauncher(SparingLauncher):
+    def keep_spare(self, spec: LaunchSpec) -> None:
+        with self.lock:
+            self.kept[os.stat(spec.run_folder).st_ino] = spec  # started half-way, then fails
+        raise PluginUnavailable("Docker could not start a spare")
+
+
+def test_a_spare_the_launcher_cannot_start_is_given_up_and_clones_go_on(
+    node: LocalNode, home: Paths, launcher: SparingLauncher
+) -> None:
+    launcher = FailingLauncher()  # the fixture's hanging clones, with this launcher
+    with serving(node, QUICK, launcher):
+        first = node.start("acme/app#1").id
+        wait_state(home, first, State.RUNNING)
+        wait_until(lambda: launcher.dropped, "the failed spare to be dropped")
+        assert list(spares.waiting(home.clones_dir)) == []
+        assert list(spares.given_up(home.clones_dir)) == []
+        assert launcher.waiting() == 0
+        second = node.start("acme/app#2").id
+        wait_state(home, second, State.RUNNING)
+        for clone_id in (first, second):
+            node.stop(clone_id)
+            wait_state(home, clone_id, State.STOPPED)
