@@ -166,3 +166,18 @@ def test_only_serves_spare_folders_are_taken(node: LocalNode, home: Paths) -> No
     folder = home.clones_dir / view.id
     assert folder.is_dir() and not folder.is_symlink()
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_spare_never_replaces_a_folder_that_is_not_empty(home: Paths) -> None:
+    kind = "0" * 16
+    spare = spares.make_spare(home.clones_dir, kind)
+    destination = home.clones_dir / "261204-000000-abcd"
+    destination.mkdir()
+    (destination / "request.json").write_text("{}")
+    assert not spares.take_spare(home.clones_dir, kind, destination)
+    assert (destination / "request.json").read_text() == "{}"
+    assert list(spares.waiting(home.clones_dir)) == [spare]
+    empty = home.clones_dir / "261204-000000-efgh"
+    empty.mkdir()
+    assert spares.take_spare(home.clones_dir, kind, empty)
+    assert list(spares.waiting(home.clones_dir)) == []

@@ -241,3 +241,36 @@ def test_a_spare_the_launcher_cannot_start_is_given_up_and_clones_go_on(
         for clone_id in (first, second):
             node.stop(clone_id)
             wait_state(home, clone_id, State.STOPPED)
+
+
+def test_serve_sweeps_spares_no_clone_will_take_and_keeps_a_queued_clones(
+    node: LocalNode, home: Paths, launcher: SparingLauncher
+) -> None:
+    node = LocalNode(attrs.evolve(node.config, parallel_clones=1), node.paths)
+    with serving(node, attrs.evolve(QUICK, spare_sweep_s=0.1), launcher):
+        first = node.start("acme/app#1").id
+        wait_state(home, first, State.RUNNING)
+        wait_until(launcher.waiting, "a spare")
+        queued = node.start("acme/app#2").id  # takes the spare, and waits for the first
+        taken = os.stat(home.clones_dir / queued).st_ino
+        assert taken in launcher.kept
+        # A start that died between taking a spare and writing its request.
+        died = spares.make_spare(home.clones_dir, "0" * 16)
+        launcher.keep_spare(attrs.evolve(SPEC, clone_id=died.name, run_folder=died))
+        orphan = os.stat(died).st_ino
+        folder = home.clones_dir / new_clone_id(now())
+        folder.mkdir()
+        assert spares.take_spare(home.clones_dir, "0" * 16, folder)
+
+        def swept() -> bool:
+            with launcher.lock:
+                return orphan not in launcher.kept
+
+        wait_until(swept, "the orphan spare to be removed")
+        with launcher.lock:
+            assert taken in launcher.kept, "the queued clone's spare stays"
+        node.stop(first)
+        wait_state(home, queued, State.RUNNING)
+        assert launcher.taken == [queued]
+        node.stop(queued)
+        wait_state(home, queued, State.STOPPED)

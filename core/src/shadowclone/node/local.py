@@ -265,13 +265,11 @@ class LocalNode:
         moment = max(at, last) if last is not None else at  # the index's times never go back
         while True:
             folder = RunFolder(self.paths.clones_dir / new_clone_id(moment))
-            if folder.path.exists():
+            try:
+                folder.path.mkdir()
+            except FileExistsError:
                 continue
-            if not take_spare(self.paths.clones_dir, kind, folder.path):
-                try:
-                    folder.path.mkdir()
-                except FileExistsError:
-                    continue
+            take_spare(self.paths.clones_dir, kind, folder.path)
             self.index.append(folder.id)
             return folder
 

@@ -5,17 +5,16 @@ Docker takes about a fifth of a second to create and start a container, as long 
 of a clone's way to its engine's first request. A spare folder lives in the clones folder's
 `.spares` (so renaming it is one atomic step on one filesystem), named `<kind>.<random>`: its
 kind says which clones may take it (the image, repository and login of their requests, which
-is what a container is made for). `start` takes one by renaming it to the new clone's id
-under start.lock; a launcher's container mounts the folder itself, which a rename does not
-change. serve gives one up by renaming it to a hidden name first, so a spare is taken by
-exactly one start or given up, never both. What the container was made with is checked by
-the launcher again at launch (a spare made for another spec is removed, and the clone starts
-as it would have without it).
+is what a container is made for). `start` takes one by renaming it over the empty folder it
+made for the new clone's id, under start.lock; a launcher's container mounts the folder
+itself, which a rename does not change. serve gives one up by renaming it to a hidden name
+first, so a spare is taken by exactly one start or given up, never both. What the container
+was made with is checked by the launcher again at launch (a spare made for another spec is
+removed, and the clone starts as it would have without it).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -63,9 +62,11 @@ def make_spare(clones_dir: Path, kind: str) -> Path:
 
 
 def take_spare(clones_dir: Path, kind: str | None, destination: Path) -> bool:
-    """Make a spare of `kind` the new run folder `destination` (which must not exist); False
-    if there is none. Under start.lock: no other start takes the same one meanwhile, and
-    serve's `give_up` either wins the spare or finds it gone."""
+    """Make a spare of `kind` the new run folder `destination`, the empty folder this start
+    made for its id (a rename replaces an empty folder, and nothing else); False if there is
+    none, or if something came into `destination` meanwhile. Under start.lock: no other start
+    takes the same one meanwhile, and serve's `give_up` either wins the spare or finds it
+    gone."""
     if kind is None:
         return False
     for spare in waiting(clones_dir, kind):
@@ -73,24 +74,18 @@ def take_spare(clones_dir: Path, kind: str | None, destination: Path) -> bool:
             os.rename(spare, destination)
         except FileNotFoundError:
             continue  # given up by serve just now
+        except OSError as error:  # not empty, or not a folder: it stays as it is
+            log.warning("%s: cannot take a spare: %s", destination, error.strerror)
+            return False
         return True
     return False
 
 
 def waiting(clones_dir: Path, kind: str | None = None) -> Iterator[Path]:
     """The spares no start has taken and serve has not given up, of `kind` or all."""
-    try:
-        entries = list(os.scandir(spares_dir(clones_dir)))
-    except FileNotFoundError:
-        return
-    for entry in entries:
-        found_kind, dot, rest = entry.name.partition(".")
-        if not (_SHAPE.match(found_kind) and dot and _SHAPE.match(rest)):
-            continue  # given up (hidden), or not serve's
-        if not entry.is_dir(follow_symlinks=False):
-            continue  # a link or a file is never a run folder
-        if kind is None or found_kind == kind:
-            yield Path(entry.path)
+    for path, found_kind, hidden in _entries(clones_dir):
+        if not hidden and (kind is None or found_kind == kind):
+            yield path
 
 
 def give_up(spare: Path) -> Path | None:
@@ -106,12 +101,25 @@ def give_up(spare: Path) -> Path | None:
 
 def given_up(clones_dir: Path) -> Iterator[Path]:
     """Spares given up whose folders are still there (serve stopped before removing them)."""
-    with contextlib.suppress(FileNotFoundError):
-        for entry in os.scandir(spares_dir(clones_dir)):
-            found_kind, dot, rest = entry.name.removeprefix(_GIVEN_UP).partition(".")
-            shaped = _SHAPE.match(found_kind) and dot and _SHAPE.match(rest)
-            if entry.name.startswith(_GIVEN_UP) and shaped and entry.is_dir(follow_symlinks=False):
-                yield Path(entry.path)
+    for path, _, hidden in _entries(clones_dir):
+        if hidden:
+            yield path
+
+
+def _entries(clones_dir: Path) -> Iterator[tuple[Path, str, bool]]:
+    """The spare folders, each with its kind and whether it was given up; a link, a file or
+    a name serve does not give is never one (the clones folder is the owner's to write in)."""
+    try:
+        entries = list(os.scandir(spares_dir(clones_dir)))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        name = entry.name.removeprefix(_GIVEN_UP)
+        found_kind, dot, rest = name.partition(".")
+        if not (_SHAPE.match(found_kind) and dot and _SHAPE.match(rest)):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            yield Path(entry.path), found_kind, name != entry.name
 
 
 def forget(hidden: Path) -> None:

@@ -212,11 +212,11 @@ class DockerLauncher:
                 raise Refused(f"clone {spec.clone_id} already has a container ({_state(existing)})")
             self._remove_all(spec.clone_id)  # left by a launch that died before its start
         image_id = self._check_image(spec.image)
-        if self._take_spare(spec, image_id):
+        mounts = self._mounts(spec)
+        if self._take_spare(spec, image_id, mounts):
             return
         environment = self._environment(spec)
         options: dict[str, Any] = {}
-        mounts = self._mounts(spec)
         if spec.network is NetworkMode.MODEL_ONLY:
             token = secrets.token_urlsafe(32)
             self._start_proxy(spec, token)
@@ -267,19 +267,18 @@ class DockerLauncher:
         os.chmod(pipe, 0o600)
         if os.geteuid() == 0:  # read as the owner (image/clone-entry), whose folder it is
             os.chown(pipe, *self.owner)
+        mounts = self._mounts(spec)
         labels = {
+            **spec.labels,
             LABEL_SCOPE: self.scope,
             LABEL_SPARE: _identity_of(folder),
-            LABEL_SPARE_SPEC: self._digest(spec, image_id),
+            LABEL_SPARE_SPEC: self._digest(spec, image_id, mounts),
         }
-        environment = {
-            **self._environment(spec, spare=True),
-            SPARE_VARIABLE: "1",
-        }
+        environment = {**self._environment(spec, spare=True), SPARE_VARIABLE: "1"}
         name = spare_name(spec.clone_id)
         try:
             container = self._create(
-                spec, name, labels, environment, self._mounts(spec), {"extra_hosts": HOST_GATEWAY}
+                spec, name, labels, environment, mounts, {"extra_hosts": HOST_GATEWAY}
             )
             container.start()
         except docker.errors.APIError as error:
@@ -305,7 +304,7 @@ class DockerLauncher:
         self._remove_spares(dropped)
         return [f"spare container {name}" for name in dropped]
 
-    def _take_spare(self, spec: LaunchSpec, image_id: str) -> bool:
+    def _take_spare(self, spec: LaunchSpec, image_id: str, mounts: list[Mount]) -> bool:
         """Hand the clone to the spare started in its folder, if there is one and it was made
         with what this launch would make: its name becomes the clone's, and it is told the
         clone on the folder's pipe. Any other spare of the folder is removed."""
@@ -317,7 +316,7 @@ class DockerLauncher:
             return False
         try:
             found = self._spares(_identity_of(spec.run_folder))
-            digest = self._digest(spec, image_id)
+            digest = self._digest(spec, image_id, mounts)
             for spare in found:
                 if (
                     spec.network is NetworkMode.OPEN
@@ -354,7 +353,7 @@ class DockerLauncher:
                 with contextlib.suppress(docker.errors.NotFound):
                     container.remove(force=True, v=True)
 
-    def _digest(self, spec: LaunchSpec, image_id: str) -> str:
+    def _digest(self, spec: LaunchSpec, image_id: str, mounts: list[Mount]) -> str:
         """All a container is made with but its clone, so a spare is taken up only by a
         launch that would make the same: the image's id (a tag may have moved), the
         variables, mounts (the secrets file's identity: a file replaced since is not the
@@ -363,9 +362,9 @@ class DockerLauncher:
         with contextlib.suppress(OSError):
             found = os.stat(spec.secrets_file)
             secrets_file = [found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns]
-        mounts = [
+        shared = [
             [m["Target"], m["Source"], m["Type"], m["ReadOnly"]]
-            for m in self._mounts(spec)
+            for m in mounts
             if m["Target"] != RUN_FOLDER
         ]
         command = self.command_for(spec) if self.command_for is not None else None
@@ -375,7 +374,7 @@ class DockerLauncher:
             "labels": sorted(
                 (k, v) for k, v in spec.labels.items() if k not in (LABEL_CLONE, LABEL_TARGET)
             ),
-            "mounts": mounts,
+            "mounts": shared,
             "secrets": secrets_file,
             "cpus": spec.cpus,
             "memory": spec.memory,
