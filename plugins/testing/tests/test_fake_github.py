@@ -66,6 +66,8 @@ def request(
         all_headers = dict(headers or {})
         if token is not None:
             all_headers["Authorization"] = f"token {token}"
+        if body is not None:  # as GitHub's clients send it
+            all_headers.setdefault("Content-Type", "application/json")
         connection.request(
             method,
             path,

@@ -7,6 +7,9 @@
 - `scripts` and `ready`: the fake launcher's test scripts (`ready` also sets up acme/app);
 - `owner`: the owner of you/app on a fake GitHub, for whole clones through the CLI;
 - `engines_on_path`: the engine CLIs a test class names in `engine_binaries`, first on PATH.
+
+Every fake GitHub a test starts in this process checks its REST exchanges against GitHub's
+OpenAPI description (fakes/github/openapi.py), and a test whose exchanges broke it fails.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from shadowclone.config import HOME_VARIABLE, Paths
 from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 
+from shadowclone_testing.fakes.github import openapi
 from shadowclone_testing.harness import (
     CliResult,
     engines_bin,
@@ -128,7 +132,23 @@ def tmp_path(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.fixture(autouse=True)
+def _fake_github_kept_to_openapi() -> Iterator[None]:
+    """Fail the test if a fake GitHub answered or was asked something GitHub's OpenAPI
+    description does not allow while it ran (violations before it belong to others)."""
+    for fake in openapi.watched():
+        fake.take_openapi_violations()
+    yield
+    found = [v for fake in openapi.watched() for v in fake.take_openapi_violations()]
+    if found:
+        pytest.fail(
+            "the fake GitHub broke GitHub's OpenAPI description:\n" + "\n".join(found),
+            pytrace=False,
+        )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    openapi.enable()
     for marker in (
         "docker: needs a Docker engine",
         "engines: drives the real Claude Code and Codex CLIs",

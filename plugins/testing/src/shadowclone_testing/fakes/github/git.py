@@ -116,6 +116,26 @@ def read_blob(repo: Path, oid: str) -> bytes:
     ).stdout
 
 
+@attrs.frozen
+class CommitInfo:
+    """What GitHub's commit payloads tell of one commit."""
+
+    tree: str
+    parents: tuple[str, ...]
+    author: tuple[str, str, str]
+    """Name, email and ISO 8601 date; `committer` likewise."""
+    committer: tuple[str, str, str]
+    message: str
+
+
+def commit_info(repo: Path, sha: str) -> CommitInfo:
+    fields = git(
+        repo, "show", "-s", "--format=%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B", sha
+    )
+    tree, parents, an, ae, ad, cn, ce, cd, message = fields.split("\0", 8)
+    return CommitInfo(tree, tuple(parents.split()), (an, ae, ad), (cn, ce, cd), message)
+
+
 def commits_between(repo: Path, base: str, head: str) -> int:
     return int(git(repo, "rev-list", "--count", f"{base}..{head}"))
 

@@ -30,6 +30,8 @@ from shadowclone_testing.fakes.github.store import GitHubStore
 
 API_PREFIX = "/api/v3"
 DOCS = "https://docs.github.com/rest"
+SIGNED_UP = "2008-04-10T00:00:00Z"
+"""When every user of the fake signed up: it keeps no such date."""
 
 Json = dict[str, Any]
 
@@ -94,8 +96,10 @@ class Call:
 
 
 def user_json(call: Call, login: str) -> Json:
+    """GitHub's `simple-user`."""
     user = call.store.state.users.get(login)
     kind = "User" if user is not None else "Organization"
+    api = f"{call.api}/users/{login}"
     return {
         "login": login,
         "id": user.id if user else zlib.crc32(login.encode()),
@@ -104,13 +108,45 @@ def user_json(call: Call, login: str) -> Json:
         "site_admin": False,
         "name": user.name if user else None,
         "email": user.email if user else None,
-        "avatar_url": "",
-        "url": f"{call.api}/users/{login}",
+        "avatar_url": f"{call.web}/avatars/{login}",
+        "gravatar_id": "",
+        "url": api,
         "html_url": f"{call.web}/{login}",
+        "followers_url": f"{api}/followers",
+        "following_url": f"{api}/following{{/other_user}}",
+        "gists_url": f"{api}/gists{{/gist_id}}",
+        "starred_url": f"{api}/starred{{/owner}}{{/repo}}",
+        "subscriptions_url": f"{api}/subscriptions",
+        "organizations_url": f"{api}/orgs",
+        "repos_url": f"{api}/repos",
+        "events_url": f"{api}/events{{/privacy}}",
+        "received_events_url": f"{api}/received_events",
+    }
+
+
+def public_user_json(call: Call, login: str) -> Json:
+    """GitHub's `public-user`, as `/user` and `/users/{login}` answer."""
+    return {
+        **user_json(call, login),
+        "bio": None,
+        "blog": None,
+        "company": None,
+        "hireable": None,
+        "location": None,
+        "followers": 0,
+        "following": 0,
+        "public_gists": 0,
+        "public_repos": sum(1 for r in call.store.state.repos.values() if r.owner == login),
+        "created_at": SIGNED_UP,
+        "updated_at": SIGNED_UP,
+        "user_view_type": "public",
     }
 
 
 def repo_json(call: Call, repo: Repo) -> Json:
+    """GitHub's `full-repository` (a superset of the `repository` pull requests hold)."""
+    api = f"{call.api}/repos/{repo.full_name}"
+    host = urllib.parse.urlsplit(call.web).netloc
     data: Json = {
         "id": repo.id,
         "node_id": f"R_{repo.id}",
@@ -129,6 +165,31 @@ def repo_json(call: Call, repo: Repo) -> Json:
         "url": f"{call.api}/repos/{repo.full_name}",
         "html_url": f"{call.web}/{repo.full_name}",
         "clone_url": f"{call.web}/{repo.full_name}.git",
+        "git_url": f"git://{host}/{repo.full_name}.git",
+        "ssh_url": f"git@{host}:{repo.full_name}.git",
+        "svn_url": f"{call.web}/{repo.full_name}",
+        "homepage": None,
+        "language": None,
+        "license": None,
+        "mirror_url": None,
+        "pushed_at": repo.created_at,
+        "size": 0,
+        "forks": 0,
+        "forks_count": 0,
+        "stargazers_count": 0,
+        "watchers": 0,
+        "watchers_count": 0,
+        "network_count": 0,
+        "subscribers_count": 0,
+        "open_issues": _open_issues(repo),
+        "open_issues_count": _open_issues(repo),
+        "has_issues": True,
+        "has_projects": False,
+        "has_wiki": False,
+        "has_pages": False,
+        "has_downloads": False,
+        "has_discussions": False,
+        **{f"{name}_url": f"{api}/{path}" for name, path in _REPO_URLS},
     }
     if call.viewer is not None:
         permission = repo.permission(call.viewer)
@@ -140,6 +201,51 @@ def repo_json(call: Call, repo: Repo) -> Json:
             "pull": permission != "none",
         }
     return data
+
+
+_REPO_URLS = (
+    ("archive", "{archive_format}{/ref}"),
+    ("assignees", "assignees{/user}"),
+    ("blobs", "git/blobs{/sha}"),
+    ("branches", "branches{/branch}"),
+    ("collaborators", "collaborators{/collaborator}"),
+    ("comments", "comments{/number}"),
+    ("commits", "commits{/sha}"),
+    ("compare", "compare/{base}...{head}"),
+    ("contents", "contents/{+path}"),
+    ("contributors", "contributors"),
+    ("deployments", "deployments"),
+    ("downloads", "downloads"),
+    ("events", "events"),
+    ("forks", "forks"),
+    ("git_commits", "git/commits{/sha}"),
+    ("git_refs", "git/refs{/sha}"),
+    ("git_tags", "git/tags{/sha}"),
+    ("hooks", "hooks"),
+    ("issue_comment", "issues/comments{/number}"),
+    ("issue_events", "issues/events{/number}"),
+    ("issues", "issues{/number}"),
+    ("keys", "keys{/key_id}"),
+    ("labels", "labels{/name}"),
+    ("languages", "languages"),
+    ("merges", "merges"),
+    ("milestones", "milestones{/number}"),
+    ("notifications", "notifications{?since,all,participating}"),
+    ("pulls", "pulls{/number}"),
+    ("releases", "releases{/id}"),
+    ("stargazers", "stargazers"),
+    ("statuses", "statuses/{sha}"),
+    ("subscribers", "subscribers"),
+    ("subscription", "subscription"),
+    ("tags", "tags"),
+    ("teams", "teams"),
+    ("trees", "git/trees{/sha}"),
+)
+"""The URL templates of GitHub's repository payloads, below the repository's API URL."""
+
+
+def _open_issues(repo: Repo) -> int:
+    return sum(1 for issue in repo.issues.values() if issue.state == "open")
 
 
 def _kind(issue: Issue) -> str:
@@ -158,7 +264,9 @@ def issue_json(call: Call, repo: Repo, issue: Issue) -> Json:
         "state": issue.state,
         "locked": False,
         "labels": [],
+        "assignee": None,
         "assignees": [],
+        "milestone": None,
         "comments": len(issue.comments),
         "created_at": issue.created_at,
         "updated_at": issue.updated_at,
@@ -167,6 +275,8 @@ def issue_json(call: Call, repo: Repo, issue: Issue) -> Json:
         "url": f"{api}/issues/{issue.number}",
         "repository_url": api,
         "comments_url": f"{api}/issues/{issue.number}/comments",
+        "events_url": f"{api}/issues/{issue.number}/events",
+        "labels_url": f"{api}/issues/{issue.number}/labels{{/name}}",
         "html_url": f"{call.web}/{repo.full_name}/{_kind(issue)}/{issue.number}",
     }
     if issue.is_pull_request:
@@ -191,6 +301,17 @@ def pull_json(call: Call, repo: Repo, issue: Issue) -> Json:
     )
     base_sha = call.store.branch_sha(repo.full_name, pull.base_ref)
     head_owner = owner_of(pull.head_repo)
+    html = f"{call.web}/{repo.full_name}/pull/{issue.number}"
+    links = {
+        "self": f"{api}/pulls/{issue.number}",
+        "html": html,
+        "issue": f"{api}/issues/{issue.number}",
+        "comments": f"{api}/issues/{issue.number}/comments",
+        "review_comments": f"{api}/pulls/{issue.number}/comments",
+        "review_comment": f"{api}/pulls/comments{{/number}}",
+        "commits": f"{api}/pulls/{issue.number}/commits",
+        "statuses": f"{api}/statuses/{head_sha or '0' * 40}",
+    }
     return {
         "id": issue.id,
         "node_id": f"PR_{issue.id}",
@@ -203,8 +324,21 @@ def pull_json(call: Call, repo: Repo, issue: Issue) -> Json:
         "locked": False,
         "merged": False,
         "mergeable": None,
+        "mergeable_state": "unknown",
         "merged_at": None,
+        "merged_by": None,
+        "merge_commit_sha": None,
+        "auto_merge": None,
         "closed_at": None,
+        "labels": [],
+        "assignee": None,
+        "milestone": None,
+        # Not counted by the fake; no client of it reads them.
+        "commits": 0,
+        "additions": 0,
+        "deletions": 0,
+        "changed_files": 0,
+        "review_comments": 0,
         "created_at": issue.created_at,
         "updated_at": issue.updated_at,
         "author_association": _association(repo, issue.author),
@@ -213,7 +347,14 @@ def pull_json(call: Call, repo: Repo, issue: Issue) -> Json:
         "url": f"{api}/pulls/{issue.number}",
         "issue_url": f"{api}/issues/{issue.number}",
         "comments_url": f"{api}/issues/{issue.number}/comments",
-        "html_url": f"{call.web}/{repo.full_name}/pull/{issue.number}",
+        "html_url": html,
+        "diff_url": f"{html}.diff",
+        "patch_url": f"{html}.patch",
+        "commits_url": links["commits"],
+        "review_comments_url": links["review_comments"],
+        "review_comment_url": links["review_comment"],
+        "statuses_url": links["statuses"],
+        "_links": {name: {"href": href} for name, href in links.items()},
         "head": {
             "label": f"{head_owner}:{pull.head_ref}",
             "ref": pull.head_ref,
@@ -299,11 +440,11 @@ class Router:
 
 
 def get_authenticated_user(call: Call) -> Reply:
-    return 200, user_json(call, call.signed_in())
+    return 200, public_user_json(call, call.signed_in())
 
 
 def get_user(call: Call, login: str) -> Reply:
-    return 200, user_json(call, call.user(login).login)
+    return 200, public_user_json(call, call.user(login).login)
 
 
 def get_repo(call: Call, owner: str, name: str) -> Reply:
@@ -316,7 +457,7 @@ def get_permission(call: Call, owner: str, name: str, login: str) -> Reply:
     return 200, {
         "permission": permission,
         "role_name": permission,
-        "user": user_json(call, login),
+        "user": {**user_json(call, login), "role_name": permission},
     }
 
 
@@ -328,9 +469,55 @@ def get_branch(call: Call, owner: str, name: str, branch: str) -> Reply:
     api = f"{call.api}/repos/{repo.full_name}"
     return 200, {
         "name": branch,
-        "commit": {"sha": sha, "url": f"{api}/commits/{sha}"},
+        "commit": commit_json(call, repo, sha),
+        "_links": {
+            "self": f"{api}/branches/{branch}",
+            "html": f"{call.web}/{repo.full_name}/tree/{branch}",
+        },
         "protected": branch in repo.protected_branches,
+        "protection": {"enabled": branch in repo.protected_branches},
         "protection_url": f"{api}/branches/{branch}/protection",
+    }
+
+
+def commit_json(call: Call, repo: Repo, sha: str) -> Json:
+    """GitHub's `commit`, without its stats and files."""
+    info = git.commit_info(call.store.repo_path(repo.full_name), sha)
+    api = f"{call.api}/repos/{repo.full_name}"
+
+    def person(who: tuple[str, str, str]) -> Json:
+        return {"name": who[0], "email": who[1], "date": who[2]}
+
+    def account(who: tuple[str, str, str]) -> Json | None:
+        """The user with the commit's email, as GitHub links them; None for a stranger."""
+        users = call.store.state.users.values()
+        login = next((u.login for u in users if u.email.lower() == who[1].lower()), None)
+        return user_json(call, login) if login is not None else None
+
+    return {
+        "sha": sha,
+        "node_id": f"C_{sha}",
+        "url": f"{api}/commits/{sha}",
+        "html_url": f"{call.web}/{repo.full_name}/commit/{sha}",
+        "comments_url": f"{api}/commits/{sha}/comments",
+        "commit": {
+            "url": f"{api}/git/commits/{sha}",
+            "author": person(info.author),
+            "committer": person(info.committer),
+            "message": info.message,
+            "comment_count": 0,
+            "tree": {"sha": info.tree, "url": f"{api}/git/trees/{info.tree}"},
+        },
+        "author": account(info.author),
+        "committer": account(info.committer),
+        "parents": [
+            {
+                "sha": p,
+                "url": f"{api}/commits/{p}",
+                "html_url": f"{call.web}/{repo.full_name}/commit/{p}",
+            }
+            for p in info.parents
+        ],
     }
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from shadowclone_testing.fakes.github import git, rest
+from shadowclone_testing.fakes.github import git, openapi, rest
 from shadowclone_testing.fakes.github.model import ApiError, LoggedRequest
 from shadowclone_testing.fakes.github.store import GitHubStore
 
@@ -51,10 +51,14 @@ class FakeGitHub(GitHubStore):
         benchmarks' `--github-latency-ms`); none by default."""
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._openapi: openapi.Description | None = None
+        self._openapi_violations: list[str] = []
+        self._openapi_lock = threading.Lock()
 
     # ------------------------------------------------------------------------- lifecycle
 
     def start(self) -> FakeGitHub:
+        self._openapi = openapi.for_new_fake(self)
         server = _Server((self.host, self._port), _Handler)
         server.fake = self
         server.router = rest.Router()
@@ -92,6 +96,31 @@ class FakeGitHub(GitHubStore):
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    def openapi_violations(self) -> list[str]:
+        """What in the REST requests and answers so far broke GitHub's OpenAPI description
+        (checked in tests only, see openapi.py)."""
+        with self._openapi_lock:
+            return list(self._openapi_violations)
+
+    def take_openapi_violations(self) -> list[str]:
+        """`openapi_violations()`, forgotten once taken: each is reported once."""
+        with self._openapi_lock:
+            taken, self._openapi_violations = self._openapi_violations, []
+            return taken
+
+    def _check_openapi(self, exchange: openapi.Exchange) -> None:
+        if self._openapi is None:
+            return
+        try:
+            found = self._openapi.check(exchange)
+        except Exception as e:  # a checker that fails must fail the test, not the reply
+            log.exception("checking %s %s against OpenAPI failed", exchange.method, exchange.path)
+            found = [f"{exchange.method} {exchange.path}: could not be checked: {e!r}"]
+        for violation in found:
+            log.error("fake GitHub broke GitHub's OpenAPI description: %s", violation)
+        with self._openapi_lock:
+            self._openapi_violations += found
 
     @property
     def port(self) -> int:
@@ -190,6 +219,20 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as e:  # a bug here is a 500 for the client, as on GitHub
             log.exception("fake GitHub failed on %s %s", self.command, self.path)
             reply = _json_reply(500, rest.error_body(ApiError(500, f"Server Error: {e}")))
+        if path == rest.API_PREFIX or path.startswith(rest.API_PREFIX + "/"):
+            # Checked before the reply goes out, so a test that has its answer finds it checked.
+            fake._check_openapi(
+                openapi.Exchange(
+                    self.command,
+                    path.removeprefix(rest.API_PREFIX),
+                    query,
+                    dict(self.headers.items()),
+                    body,
+                    reply.status,
+                    reply.headers,
+                    reply.body,
+                )
+            )
         # Logged before the reply goes out, so a client that has its answer finds it logged.
         fake._record(LoggedRequest(self.command, self.path, user, reply.status))
         self.send_response(reply.status)
