@@ -24,6 +24,7 @@ Allowed quirks of the description (each is GitHub's behaviour, not a looser fake
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -125,7 +126,7 @@ class _Request:
         from werkzeug.datastructures import Headers, ImmutableMultiDict
 
         self.host_url = host_url
-        self.path = exchange.path
+        self.path = _one_segment_parameters(exchange.path)
         self.method = exchange.method.lower()
         self.body: bytes | None = exchange.request_body or None
         self.content_type = _content_type(exchange.request_headers.items())
@@ -136,6 +137,26 @@ class _Request:
             header=Headers(list(exchange.request_headers.items())),
             cookie=ImmutableMultiDict(),
         )
+
+
+@functools.cache
+def _routes() -> tuple[rest.Route, ...]:
+    return rest.Router().routes
+
+
+def _one_segment_parameters(path: str) -> str:
+    """`path` with the slashes in a rest-of-path parameter (a file's path, a branch name) as
+    `%2F`: GitHub takes them whole where its description says `{path}`, while openapi-core
+    matches a parameter to one segment only."""
+    for route in _routes():
+        match = route.regex.match(path)
+        if match is None:
+            continue
+        for name, value in match.groupdict().items():
+            if "/" in value and route.regex.groupindex[name] == len(match.groups()):
+                start = match.start(name)
+                return path[:start] + value.replace("/", "%2F") + path[match.end(name) :]
+    return path
 
 
 class _Response:
@@ -305,7 +326,7 @@ def load(path: Path) -> Description:
     with _loading:
         if path not in _loaded:
             document = json.loads(path.read_bytes())
-            served = [route.regex for route in rest.Router().routes]
+            served = [route.regex for route in _routes()]
             _loaded[path] = Description(document, served)
         return _loaded[path]
 

@@ -535,7 +535,17 @@ def get_contents(call: Call, owner: str, name: str, path: str) -> Reply:
     api = f"{call.api}/repos/{repo.full_name}/contents"
 
     def entry(kind: str, oid: str, size: int, entry_path: str) -> Json:
+        blob_or_tree = "trees" if kind == "tree" else "blobs"
+        git_url = f"{call.api}/repos/{repo.full_name}/git/{blob_or_tree}/{oid}"
+        html = (
+            f"{call.web}/{repo.full_name}/{'tree' if kind == 'tree' else 'blob'}/{ref}/{entry_path}"
+        )
+        raw = f"{call.web}/{repo.full_name}/raw/{ref}/{entry_path}" if kind != "tree" else None
         return {
+            "git_url": git_url,
+            "html_url": html,
+            "download_url": raw,
+            "_links": {"self": f"{api}/{entry_path}?ref={ref}", "git": git_url, "html": html},
             "type": "dir" if kind == "tree" else "file",
             "name": entry_path.rsplit("/", 1)[-1],
             "path": entry_path,
