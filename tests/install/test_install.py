@@ -11,6 +11,7 @@ import os
 import re
 import stat
 import subprocess
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -147,6 +148,8 @@ def test_the_lowest_declared_versions_run_the_demo_and_the_unit_tests(
     uv_pip(bin_dir, *args, "--no-sources", "--override", str(_overrides(tmp_path, wheels)))
     uv_pip(bin_dir, "--no-deps", "--reinstall", *map(str, wheels))
     uv_pip(bin_dir, *_test_tools())
+    # The kit's pytest plugin checks the fake GitHub with openapi-core, of its `pytest` extra.
+    uv_pip(bin_dir, "--resolution", "lowest-direct", *_openapi_core())
     env = user_env(tmp_path / "home")
     out = run([str(bin_dir / "shadowclone"), "demo"], env=env, cwd=tmp_path)
     assert "demo done in" in out
@@ -173,6 +176,15 @@ def _overrides(tmp_path: Path, wheels: list[Path]) -> Path:
         "".join(f"{w.name.split('-')[0].replace('_', '-')} @ {w.as_uri()}\n" for w in wheels)
     )
     return path
+
+
+def _openapi_core() -> list[str]:
+    """openapi-core as the testing kit's `pytest` extra declares it."""
+    project = tomllib.loads((SOURCE / "plugins" / "testing" / "pyproject.toml").read_text())
+    extra = project["project"]["optional-dependencies"]["pytest"]
+    found = [str(r) for r in extra if str(r).startswith("openapi-core")]
+    assert found, "the testing kit's pytest extra lacks openapi-core"
+    return found
 
 
 def _test_tools() -> list[str]:

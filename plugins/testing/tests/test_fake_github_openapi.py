@@ -207,3 +207,9 @@ def test_githubs_own_examples_pass(description_path: Path) -> None:
         assert found == [], (method, template, status)
         checked += 1
     assert checked >= 8  # the examples of the operations the fake serves, but the stale
+
+
+def test_the_readme_names_the_pinned_description() -> None:
+    pins = openapi.pins()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    assert f"`{pins.package}` {pins.version}" in readme
