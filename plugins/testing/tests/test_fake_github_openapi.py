@@ -213,3 +213,25 @@ def test_the_readme_names_the_pinned_description() -> None:
     pins = openapi.pins()
     readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
     assert f"`{pins.package}` {pins.version}" in readme
+
+
+def test_a_file_path_with_slashes_is_one_parameter(
+    gh: FakeGitHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = a_repo(gh)
+    gh.commit("octo/hello", "main", {"deep/down/x.txt": "x\n"}, author="octo")
+    assert call(gh, "GET", "/repos/octo/hello/contents/deep/down/x.txt", token)[0] == 200
+    assert gh.take_openapi_violations() == []
+    right = rest.get_contents
+
+    def without_sha(*args: Any, **kwargs: Any) -> rest.Reply:
+        status, payload = right(*args, **kwargs)
+        return status, {k: v for k, v in payload.items() if k != "sha"}
+
+    monkeypatch.setattr(rest, "get_contents", without_sha)
+    gh.stop()
+    gh.start()  # a new router, with the wrong handler
+    call(gh, "GET", "/repos/octo/hello/contents/deep/down/x.txt", token)
+    assert gh.take_openapi_violations()[0].startswith(
+        "GET /repos/{owner}/{repo}/contents/{path}: response 200: "
+    )

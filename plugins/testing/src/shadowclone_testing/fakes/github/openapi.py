@@ -217,7 +217,7 @@ class Description:
         return [self._name(openapi, exchange) + ": " + line for line in found]
 
     def _undeclared_error_status(self, error: Exception, exchange: Exchange) -> bool:
-        """The one allowed quirk: GitHub's error statuses on operations that do not list them."""
+        """An allowed quirk: GitHub's error statuses on operations that do not list them."""
         from openapi_core.templating.responses.exceptions import ResponseNotFound
         from openapi_schema_validator import OAS30Validator
 
@@ -236,7 +236,7 @@ class Description:
 
         try:
             found = APICallPathFinder(openapi.spec).find(
-                exchange.method.lower(), self.host_url + exchange.path
+                exchange.method.lower(), self.host_url + _one_segment_parameters(exchange.path)
             )
         except PathError:
             return f"{exchange.method} {exchange.path}"
