@@ -647,3 +647,36 @@ def test_rate_limits_of_both_kinds(world: World) -> None:
         429,
         200,
     ]
+
+
+def test_the_conversation_survives_a_restart(world: World) -> None:
+    gh = world.gh
+    gh.add_comment(world.repo, world.pull, author="octo", body="hi")
+    root = gh.add_review_comment(
+        world.repo, world.pull, author="octo", path="app.py", line=21, body="Why?"
+    )
+    gh.resolve_thread(root)
+    head = gh.branch_sha(world.repo, "mate/twenty")
+    assert head is not None
+    run = gh.add_check_run(
+        world.repo,
+        head,
+        name="tests",
+        conclusion="success",
+        log="ok\n",
+        annotations=[Annotation("app.py", 1, 1, "notice", "fine")],
+    )
+    image = gh.upload_image(b"png", "image/png", repo=world.repo)
+    gh.delete_user("stranger")
+    gh.stop()
+
+    with FakeGitHub(gh.state_dir) as again:
+        issue = again.issue(world.repo, world.pull)
+        assert [c.body for c in issue.comments] == ["hi"]
+        assert [(c.id, c.resolved) for c in issue.review_comments] == [(root, True)]
+        assert [r.id for r in again.state.repos[world.repo].check_runs] == [run]
+        assert again.user("stranger").deleted
+        name = image.rpartition("/")[2]
+        found = again.attachment(name)
+        assert found is not None
+        assert found[1] == b"png"
