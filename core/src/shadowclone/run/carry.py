@@ -34,6 +34,9 @@ class Carry:
     base_ref: str
     result: EngineResult | None = None
     reviews: tuple[ReviewLine, ...] = ()
+    conversation: str = ""
+    """The issue's or pull request's conversation as the engine reads it (run/context.py),
+    gathered while the network is on."""
 
 
 def write_carry(folder: RunFolder, carry: Carry, redact: Callable[[str], str]) -> None:

@@ -64,13 +64,15 @@ from shadowclone.proxy import (
     credential_for_login,
     engine_files,
 )
+from shadowclone.run import threads
 from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
 from shadowclone.run.cloning import clone_url_for
+from shadowclone.run.context import Context, gather
 from shadowclone.run.drive import EngineResult, supervise_engine
 from shadowclone.run.drive.caps import CapWatch, Reached, priced
-from shadowclone.run.github import GithubClient
+from shadowclone.run.github import GithubClient, ReviewThread
 from shadowclone.run.headstart import PRIVATE_AREA, HeadStart
 from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
 from shadowclone.run.inbox import FileWatch, delivered, set_on_stop
@@ -99,6 +101,8 @@ CONSULT_TIMEOUT_S = 20 * 60.0
 CLONE_MARKER = contract.CLONE_ID_VARIABLE
 ENGINE_AREA = "engine"
 ASK_OUTBOX = "asks.jsonl"
+CONTEXT_AREA = "context"
+"""Where the engine's corner keeps the images pasted into the conversation."""
 EGRESS_VARIABLE = contract.EGRESS_VARIABLE
 LOGIN_STATE_VARIABLE = contract.LOGIN_STATE_VARIABLE
 
@@ -176,6 +180,11 @@ class CloneRun:
         """Messages earlier sessions took (a usage limit ended them): taken all the same."""
         self._inbox_closed = False
         self.plan: Plan | None = None
+        self.conversation = ""
+        """The issue's or pull request's conversation, as the engine reads it."""
+        self._gathering: asyncio.Future[Context] | None = None
+        self.open_threads: list[ReviewThread] = []
+        """A continued pull request's open review threads, answered after the push."""
         self.workspace: Workspace | None = None
         self.client: GithubClient | None = None
         self.state_dirs: list[Path] = []
@@ -224,6 +233,7 @@ class CloneRun:
             return await self._first_phase()
         carry = read_carry(self.folder)
         self.plan = carry.plan
+        self.conversation = carry.conversation
         self.workspace = self._workspace_for(carry.base_ref)
         if handoff.resume is Resume.ENGINE:
             self.progress.note(Step.ENGINE, "launched again with no network but the model's API")
@@ -237,7 +247,11 @@ class CloneRun:
             self.progress.note(Step.REVIEW, "the work is done; it is saved with the network on")
             return 0
         self.progress.note(Step.SAVE, "launched again with the network on, to save the work")
-        self.client = GithubClient(self.secrets.github_token, api_url=self.request.github_api_url)
+        self.client = GithubClient(
+            self.secrets.github_token,
+            api_url=self.request.github_api_url,
+            waited=self._github_waited,
+        )
         result = carry.result or EngineResult(Outcome.FAILED, "the review phase left no result")
         return await self._finish(result, list(carry.reviews))
 
@@ -277,12 +291,10 @@ class CloneRun:
             result = EngineResult(Outcome.FAILED, str(error))
         else:
             assert self.plan is not None and self.workspace is not None
+            await self._take_context()
             if self._quarantined():
                 # A stranger's words drive the engine: it works with only the model's API.
-                write_carry(
-                    self.folder, Carry(self.plan, self.workspace.base_ref), self.progress_redact
-                )
-                self.folder.write_handoff(Handoff(NetworkMode.MODEL_ONLY, Resume.ENGINE))
+                self._carry_on()
                 self.progress.note(
                     Step.WORKSPACE,
                     f"the issue was written by {self.plan.stranger}, who cannot push to "
@@ -298,10 +310,7 @@ class CloneRun:
                 )
             if self.plan.mode is Mode.REVIEW:
                 # Fetched with no engine running; the engine works with the network off.
-                write_carry(
-                    self.folder, Carry(self.plan, self.workspace.base_ref), self.progress_redact
-                )
-                self.folder.write_handoff(Handoff(NetworkMode.MODEL_ONLY, Resume.ENGINE))
+                self._carry_on()
                 self.progress.note(
                     Step.WORKSPACE,
                     "fetched; the review runs next with no network but the model's API",
@@ -309,6 +318,36 @@ class CloneRun:
                 return 0
             result, reviews = await self._work()
         return await self._finish(result, reviews)
+
+    def _carry_on(self) -> None:
+        """Hand the work to a launch with no network but the model's API."""
+        assert self.plan is not None and self.workspace is not None
+        carry = Carry(self.plan, self.workspace.base_ref, conversation=self.conversation)
+        write_carry(self.folder, carry, self.progress_redact)
+        self.folder.write_handoff(Handoff(NetworkMode.MODEL_ONLY, Resume.ENGINE))
+
+    def _gather_context(self) -> None:
+        """Read the conversation beside the clone of the repository."""
+        assert self.plan is not None and self.client is not None
+        self._gathering = asyncio.ensure_future(
+            asyncio.to_thread(
+                gather,
+                self.client,
+                self.plan,
+                self.request.requested_at,
+                omit_strangers=self.request.omit_strangers_text,
+                images=self.engine_area / CONTEXT_AREA,
+            )
+        )
+
+    async def _take_context(self) -> None:
+        if self._gathering is None:
+            return
+        context = await self._gathering
+        self._gathering = None
+        self.conversation = context.prompt()
+        self.open_threads = context.open_threads
+        self.progress.note(Step.TARGET, context.summary())
 
     async def _work(self) -> tuple[EngineResult, list[ReviewLine]]:
         try:
@@ -422,10 +461,14 @@ class CloneRun:
                     self.plan = await asyncio.wrap_future(head.plan)
                 finally:
                     self.client = head.take_client()
+                    if self.client is not None:
+                        self.client.wire.waited = self._github_waited
             else:
                 # Made in a thread (its TLS context takes a while): the engine's early start
                 # and the clone go on meanwhile.
-                self.client = await asyncio.to_thread(GithubClient, token, api_url=api_url)
+                self.client = await asyncio.to_thread(
+                    GithubClient, token, api_url=api_url, waited=self._github_waited
+                )
                 self.plan = await asyncio.to_thread(resolve, self.client, target)
             url = self.plan.repository.clone_url
             if url != guess:
@@ -439,7 +482,12 @@ class CloneRun:
                 await asyncio.gather(self._cloning, return_exceptions=True)  # a thread runs on
             raise
         self.progress.note(Step.TARGET, self.plan.describe())
+        self._gather_context()
         self._check_stop()
+
+    def _github_waited(self, seconds: float, why: str) -> None:
+        """Told from the client's thread: progress lines are whole appends under a lock."""
+        self.progress.note(self._step_now(), f"GitHub's {why}: waiting {seconds:.0f} s, as it asks")
 
     def _clone(self, url: str, *, again: bool = False) -> asyncio.Future[None]:
         token, identity = self.secrets.github_token, self.identity
@@ -481,7 +529,10 @@ class CloneRun:
 
     def request_prompt(self) -> str:
         assert self.plan is not None
-        return build_prompt(self.plan, self.request.instructions)
+        conversation = self.conversation
+        if self.open_threads and self.plan.mode is Mode.CONTINUE:
+            conversation = f"{conversation}\n\n{threads.ASK}"
+        return build_prompt(self.plan, self.request.instructions, conversation)
 
     async def _login_env(
         self, engine: EngineRegistration, login: SecretProviderRegistration, state_dir: Path
@@ -872,6 +923,23 @@ class CloneRun:
             draft=bool(result.capped),
         )
         self.progress.note(Step.SAVE, saved.note + (f": {saved.pr_url}" if saved.pr_url else ""))
+        if self.open_threads and saved.pushed and result.outcome is Outcome.DONE:
+            commit = await asyncio.to_thread(self.workspace.git, "rev-parse", "HEAD")
+            replied, failed = await asyncio.to_thread(
+                threads.reply_in_threads,
+                self.client,
+                self.plan.repository.full_name,
+                self.plan.number,
+                self.open_threads,
+                result.last_text,
+                commit.strip(),
+                self.progress_redact,
+            )
+            self.progress.note(
+                Step.SAVE, f"replied in {replied} of {len(self.open_threads)} open review threads"
+            )
+            for line in failed:
+                self.progress.error(Step.SAVE, f"could not reply in {line}")
         return saved
 
     def progress_redact(self, text: str) -> str:

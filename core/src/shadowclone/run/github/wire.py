@@ -246,10 +246,8 @@ class Wire:
         beside them when there were more. The token goes
         only to this GitHub's own hosts; a redirect elsewhere (GitHub sends logs and assets to
         signed storage URLs) is followed without it."""
-        hosts = {urllib.parse.urlsplit(self.api_url).netloc}
         for _ in range(5):
-            own = urllib.parse.urlsplit(url).netloc in hosts or self._same_site(url)
-            client = self._http if own else self._plain_client()
+            client = self._http if self._same_site(url) else self._plain_client()
             with self._lock:
                 try:
                     with client.stream("GET", url, follow_redirects=False) as response:
@@ -285,6 +283,15 @@ class Wire:
         if there.scheme != api.scheme:
             return False
         return there.netloc == api.netloc or "api." + there.netloc == api.netloc
+
+    def on_github(self, url: str) -> bool:
+        """Whether `url` is on this GitHub's hosts: its API, its web site, or (for github.com)
+        the hosts it keeps pasted files on."""
+        if self._same_site(url):
+            return True
+        host = urllib.parse.urlsplit(url).hostname or ""
+        github_com = urllib.parse.urlsplit(self.api_url).hostname == "api.github.com"
+        return github_com and host.endswith(".githubusercontent.com")
 
     def _plain_client(self) -> httpx2.Client:
         if self._plain is None:
