@@ -37,6 +37,7 @@ from shadowclone.plugin.types import Outcome
 from shadowclone.run.headstart import HeadStart
 from shadowclone.run.program import run_clone
 from shadowclone.run.prompt import RESUME_PROMPT
+from shadowclone_testing import project_settings
 from shadowclone_testing.fakes.github import FakeGitHub
 from shadowclone_testing.fakes.models import (
     ApiError,
@@ -47,6 +48,7 @@ from shadowclone_testing.fakes.models import (
     Text,
     UsageLimit,
 )
+from shadowclone_testing.project_settings import CLAUDE_HOOK_EVENTS
 from shadowclone_testing.suites.engine import processes_running
 
 ANTHROPIC_KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
@@ -338,6 +340,26 @@ class TestRunProgram:
         assert {b: gh.branch_sha("owner/app", b) for b in before} == before
         assert not [r for r in gh.requests() if r.path.endswith("git-receive-pack")]
 
+    def test_the_owners_own_pull_request_keeps_its_claude_settings(self, world: World) -> None:
+        """The control of the test below: on the owner's own head Claude Code loads the
+        repository's settings, and its hooks run."""
+        gh = world.github
+        markers = world.tmp / "markers"
+        markers.mkdir()
+        number = gh.create_pull_request(
+            "owner/app",
+            author="owner",
+            branch="hooks",
+            title="Hooks",
+            files=project_settings.claude_files(markers),
+        )
+        with models(Shell("echo looked"), Text("Looked.")) as server:
+            code, lines = world.run(world.folder(number, server))
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+        left = project_settings.markers_left(markers)
+        assert {f"claude-hook-{event}" for event in CLAUDE_HOOK_EVENTS} <= set(left), left
+        assert not any("engines' settings" in line.text for line in lines)
+
     def test_a_stop_mid_run_still_pushes_the_work(self, world: World) -> None:
         gh = world.github
         number = gh.create_issue("owner/app", author="owner", title="Long work")
@@ -452,6 +474,43 @@ class TestRunProgram:
 
 
 CHECK = "test -f FIXED.md || { echo FIXED.md is missing; exit 1; }"
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_a_strangers_pull_request_s_engine_settings_run_nothing(world: World, engine: str) -> None:
+    """A stranger's pull request that adds hooks, MCP servers and `notify` for both engines:
+    the review completes on the real CLI, none of them runs (in the working session nor in the
+    self-review's), and the review still reads the pull request's changes to those files."""
+    gh = world.github
+    markers = world.tmp / "markers"
+    markers.mkdir()
+    gh.commit("owner/app", "main", {"CLAUDE.md": "Base rule 41d0.\n"}, author="owner")
+    files = {
+        **project_settings.all_files(markers),
+        "CLAUDE.md": "Stranger rule 6b2e.\n",
+        "AGENTS.md": "Stranger rule 6b2e.\n",
+        "app.py": "print('hi')\n",
+    }
+    number = gh.create_pull_request(
+        "owner/app", author="stranger", branch="evil", title="Tooling", files=files, fork=True
+    )
+    with models(Shell("echo looked"), Text("Looks fine.")) as server:
+        code, lines = world.run(world.on(engine, number, server))
+        requests = server.model_requests()
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE)
+    assert world.phases == ["model-only", "open"]
+    assert project_settings.markers_left(markers) == []
+    [taken] = [line.text for line in lines if "engines' settings" in line.text]
+    assert "taken from the base" in taken and "CLAUDE.md" in taken
+    for path in (".claude", ".codex", ".mcp.json", "AGENTS.md"):
+        assert path in taken.partition("removed (not on the base): ")[2], taken
+    workspace = world.tmp / f"run-{number}" / "workspace"
+    assert (workspace / "CLAUDE.md").read_text() == "Base rule 41d0.\n"
+    assert not (workspace / ".claude").exists() and not (workspace / "AGENTS.md").exists()
+    assert not any(request.contains("Stranger rule 6b2e") for request in requests[:2])
+    # The self-review's session reads the pull request's own changes to them.
+    assert any(request.contains("claude-hook-SessionStart") for request in requests[2:])
+    assert "Looks fine." in gh.comments("owner/app", number)[-1].body
 
 
 @pytest.mark.parametrize("engine", ["claude", "codex"])

@@ -72,6 +72,7 @@ from shadowclone.run.cloning import clone_url_for
 from shadowclone.run.context import Context, gather
 from shadowclone.run.drive import EngineResult, supervise_engine
 from shadowclone.run.drive.caps import CapWatch, Reached, priced
+from shadowclone.run.engine_settings import take_from_base
 from shadowclone.run.github import GithubClient, ReviewThread
 from shadowclone.run.headstart import PRIVATE_AREA, HeadStart
 from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
@@ -413,6 +414,12 @@ class CloneRun:
         self.progress.final(result.outcome, saved.pr_url if saved else None, report)
         return 0 if result.outcome in (Outcome.DONE, Outcome.STOPPED) else 1
 
+    def _trusted_head(self) -> bool:
+        """Whether the checked-out head is the owner's (an issue's new branch, the owner's own
+        pull request), so that the engine may load the repository's own settings: never for
+        a review, whose head someone else wrote, nor before the target is known."""
+        return self.plan is not None and self.plan.owner_wrote
+
     def _quarantined(self) -> bool:
         assert self.plan is not None
         return self.plan.stranger is not None and (
@@ -519,6 +526,11 @@ class CloneRun:
             f"cloned {plan.repository.full_name} into {self.workspace_path} as {user}; "
             f"base {self.workspace.base_ref[:12]}",
         )
+        if not self._trusted_head():
+            # Before any engine starts here: no file of the head's makes anything run.
+            workspace = self.workspace
+            taken = await asyncio.to_thread(take_from_base, workspace, self.identity)
+            self.progress.note(Step.WORKSPACE, taken.describe(workspace.base_ref))
         allowed = f"only {plan.branch}" if plan.branch else "nothing (review only)"
         self.progress.note(
             Step.HOOKS,
@@ -682,7 +694,9 @@ class CloneRun:
 
     async def _early_start(self, engine: StartsEarly) -> tuple[EngineTask, EarlyStart] | None:
         try:
-            task = await self._task("", web_tools=True)
+            # The early program reads nothing of the workspace; as most clones work on the
+            # owner's head, it is started for that, and a review's task launches anew.
+            task = attrs.evolve(await self._task("", web_tools=True), project_settings=True)
             self._prepare_upstream()  # the engine may ask the provider while it starts
             early = await engine.start_early(task)
             log.info("the engine started early, beside the target and workspace steps")
@@ -751,6 +765,7 @@ class CloneRun:
             state_dir=state_dir,
             model=self.request.model,
             web_tools=web_tools,
+            project_settings=self._trusted_head(),
             limits=EngineLimits(ask_timeout_s=self.request.ask_timeout_s),
             run_as=self.identity.argv_prefix(),
             resume=resume,
@@ -776,7 +791,12 @@ class CloneRun:
         if early is None:
             task = await self._task(prompt, web_tools)
         else:
-            task = attrs.evolve(early[0], prompt=prompt, web_tools=web_tools)
+            task = attrs.evolve(
+                early[0],
+                prompt=prompt,
+                web_tools=web_tools,
+                project_settings=self._trusted_head(),
+            )
         self._note_proxy()
         self._prepare_upstream()
         self.caps = CapWatch(self.request.caps)

@@ -68,7 +68,10 @@ def build_prompt(plan: Plan, instructions: str, conversation: str = "") -> str:
         task = (
             "Review this pull request; its head is checked out here. Read the code and the "
             "diff against the base branch. Do not run the code, its tests or its build, and "
-            "change nothing. End with your review: what is good, what is wrong, what to fix."
+            "change nothing. End with your review: what is good, what is wrong, what to fix. "
+            "The coding agents' files (.claude/, .mcp.json, CLAUDE.md, .codex/, .agents/, "
+            "AGENTS.md) in the work tree are the base branch's: read the pull request's "
+            "changes to them in its commits (git diff <base>...HEAD)."
         )
     extra = f"\n\nThe owner adds: {instructions}" if instructions.strip() else ""
     return f"{head}\n\n---\n{task}\n\n{ask}{extra}"
