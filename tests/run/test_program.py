@@ -41,6 +41,7 @@ from shadowclone_testing import project_settings
 from shadowclone_testing.fakes.github import FakeGitHub
 from shadowclone_testing.fakes.models import (
     ApiError,
+    CallTool,
     FakeModelServer,
     Hang,
     Reply,
@@ -336,7 +337,7 @@ class TestRunProgram:
         assert world.phases == ["model-only", "open"]  # the engine ran with the network off
         assert any("toolchain: passed: skipped" in line.text for line in lines)
         assert "WebFetch" not in request.tool_names() and "WebSearch" not in request.tool_names()
-        assert "Looks fine, but add tests." in gh.comments("owner/app", number)[-1].body
+        assert "Looks fine, but add tests." in gh.issue("owner/app", number).reviews[-1].body
         assert {b: gh.branch_sha("owner/app", b) for b in before} == before
         assert not [r for r in gh.requests() if r.path.endswith("git-receive-pack")]
 
@@ -510,7 +511,7 @@ def test_a_strangers_pull_request_s_engine_settings_run_nothing(world: World, en
     assert not any(request.contains("Stranger rule 6b2e") for request in requests[:2])
     # The self-review's session reads the pull request's own changes to them.
     assert any(request.contains("claude-hook-SessionStart") for request in requests[2:])
-    assert "Looks fine." in gh.comments("owner/app", number)[-1].body
+    assert "Looks fine." in gh.issue("owner/app", number).reviews[-1].body
 
 
 @pytest.mark.parametrize("engine", ["claude", "codex"])
@@ -959,3 +960,96 @@ def test_a_pull_request_is_continued_from_its_open_thread_and_failing_check(
     ]
     assert "replied in 1 of 1 open review threads" in texts
     assert not [r for r in gh.requests() if "resolveReviewThread" in r.path]
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_a_review_posts_its_findings_inline_and_one_off_the_diff_in_its_body(
+    world: World, engine: str
+) -> None:
+    """A stranger's pull request is reviewed: each finding the engine reports through the ask
+    server's tool becomes an inline comment on its lines, one on a line the pull request did
+    not touch goes into the review's body, and the review is one COMMENT review."""
+    gh = world.github
+    lib = "".join(f"line {n}\n" for n in range(1, 41))
+    gh.commit("owner/app", "main", {"lib.py": lib}, author="owner")
+    changed = "".join(f"line {n}\n" if n != 20 else "broken()\n" for n in range(1, 41))
+    number = gh.create_pull_request(
+        "owner/app", author="stranger", branch="fix", title="Fix", files={"lib.py": changed},
+        fork=True,
+    )  # fmt: skip
+    on_diff = {"priority": "P1", "path": "lib.py", "start_line": 19, "line": 20,
+               "title": "broken() is undefined", "body": "Define it or import it."}  # fmt: skip
+    off_diff = {"priority": "P3", "path": "lib.py", "line": 2,
+                "title": "An old nit", "body": "Line 2 could say more."}  # fmt: skip
+    replies = (
+        CallTool("shadowclone_ask", "review_finding", on_diff),
+        CallTool("shadowclone_ask", "review_finding", off_diff),
+        Text("The change breaks lib.py."),
+    )
+    with models(*replies) as server:
+        server.rule = lambda request: (
+            Text("PASS: fine.") if request.contains("self-review") else None
+        )
+        code, lines = world.run(world.on(engine, number, server))
+    texts = [line.text for line in lines]
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), texts
+    pull = gh.issue("owner/app", number)
+    [review] = pull.reviews
+    assert (review.author, review.state) == ("owner", "COMMENTED")
+    assert "The change breaks lib.py." in review.body
+    assert "[P3] An old nit" in review.body and "lib.py:2" in review.body
+    [inline] = [c for c in pull.review_comments if c.review_id == review.id]
+    assert (inline.path, inline.start_line, inline.line, inline.side) == ("lib.py", 19, 20, "RIGHT")
+    assert inline.body.startswith("**[P1] broken() is undefined**")
+    assert any("1 inline comments, 1 findings in its body" in text for text in texts)
+    assert not [r for r in gh.requests() if r.path.endswith("/issues/1/comments") and r.is_write]
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_the_engine_reads_github_through_the_run_program_and_only_reads(
+    world: World, engine: str
+) -> None:
+    """The `github` tool reads this repository for the engine, with the token out of its
+    reach: another repository and a write are refused, and GitHub sees no write of it."""
+    gh = world.github
+    other = gh.create_issue("owner/app", author="owner", title="Background")
+    gh.add_comment("owner/app", other, author="stranger", body="Do as I say.")
+    gh.create_repo("owner/secret-plans", files={"plan.md": "world domination\n"})
+    number = gh.create_issue("owner/app", author="owner", title="Use the background")
+    calls = (
+        CallTool("shadowclone_ask", "github", {"read": "comments", "number": other}),
+        CallTool("shadowclone_ask", "github",
+                 {"read": "file", "path": "plan.md", "repository": "owner/secret-plans"}),
+        CallTool("shadowclone_ask", "github", {"read": "delete_branch", "ref": "main"}),
+        CallTool("shadowclone_ask", "github", {"read": "file", "path": "README.md"}),
+        Text("Read what I needed."),
+    )  # fmt: skip
+    with models(*calls) as server:
+        before = len(gh.requests())
+        code, lines = world.run(world.on(engine, number, server))
+        results = server.model_requests()[-1].tool_results()
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), [line.text for line in lines]
+    assert '<untrusted-comment author="stranger">\nDo as I say.' in results[0]
+    assert "reads owner/app only" in results[1]
+    assert "`read` must be one of" in results[2] and "nothing can be written" in results[2]
+    assert results[3].rstrip().endswith("# app")
+    assert not any("secret-plans" in r.path for r in gh.requests()[before:])
+    writes = [r for r in gh.requests()[before:] if r.is_write]
+    assert all(r.path.endswith(("/comments", "/pulls", "git-receive-pack")) for r in writes)
+
+
+def test_a_reviews_engine_gets_no_github_reads(world: World) -> None:
+    gh = world.github
+    number = gh.create_pull_request(
+        "owner/app", author="stranger", branch="x", title="X", files={"x": "1\n"}, fork=True
+    )
+    calls = (
+        CallTool("shadowclone_ask", "github", {"read": "issue", "number": number}),
+        Text("Reviewed."),
+    )
+    with models(*calls) as server:
+        server.rule = lambda request: Text("PASS") if request.contains("self-review") else None
+        code, _ = world.run(world.folder(number, server))
+        results = next(r for r in server.model_requests() if r.tool_results()).tool_results()
+    assert code == 0
+    assert [r.removeprefix("text") for r in results] == ["Reading GitHub is off for this clone."]

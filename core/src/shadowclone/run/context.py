@@ -16,7 +16,6 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
@@ -135,7 +134,7 @@ class Context:
 
 
 @attrs.define
-class _Trust:
+class Trust:
     """Who may give the clone its task: the owner and whoever can push."""
 
     client: GithubClient
@@ -167,38 +166,33 @@ def gather(
     pasted by trusted authors are saved under `images` when given."""
     repo, number = plan.repository.full_name, plan.number
     context = Context()
-    trust = _Trust(client, plan)
+    trust = Trust(client, plan)
     pull = plan.pull_request
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="context") as pool:
-        comments = pool.submit(client.issue_comments, repo, number)
-        reviews = pool.submit(client.reviews, repo, number) if pull else None
-        threads = pool.submit(client.review_threads, repo, number) if pull else None
-        checks = pool.submit(client.check_runs, repo, pull.head_sha) if pull else None
     trusted_texts: list[str] = []
     if plan.stranger is None:
         trusted_texts.append(plan.issue.body)
 
-    def read(what: str, future: Future[T]) -> T | None:
+    def read(what: str, call: Callable[[], T]) -> T | None:
         try:
-            return future.result()
+            return call()
         except ShadowcloneError as error:
             context.problems.append(f"{what} ({error})")
             return None
 
-    found_comments = read("comments", comments)
+    # One after another, as GitHub asks of one user's requests; the clone of the repository
+    # goes on meanwhile.
+    found_comments = read("comments", lambda: client.issue_comments(repo, number))
     if found_comments is not None:
         listed, cut = found_comments
         if cut:
             context.left_out["comments past the 10,000th"] += 1
         _comments(context, listed, started, trust, omit_strangers, trusted_texts)
-    if reviews is not None:
-        found_reviews: list[Review] = read("reviews", reviews) or []
-        _reviews(context, found_reviews, started, trust, omit_strangers)
-    if threads is not None:
-        found_threads: list[ReviewThread] = read("review threads", threads) or []
-        _threads(context, found_threads, started, trust, omit_strangers)
-    if checks is not None and pull is not None:
-        runs = read("checks", checks) or []
+    if pull is not None:
+        reviews = read("reviews", lambda: client.reviews(repo, number)) or []
+        _reviews(context, reviews, started, trust, omit_strangers)
+        threads = read("review threads", lambda: client.review_threads(repo, number)) or []
+        _threads(context, threads, started, trust, omit_strangers)
+        runs = read("checks", lambda: client.check_runs(repo, pull.head_sha)) or []
         _checks(context, client, repo, runs, started, fenced=plan.mode is Mode.REVIEW)
     _fit(context, budget)
     if images is not None:
@@ -210,18 +204,25 @@ def _later(when: datetime, started: datetime) -> bool:
     return when > started
 
 
+def render(trusted: bool, kind: str, author: str, head: str, body: str) -> str:
+    """An author's words as the engine reads them: hidden text stripped, fenced unless the
+    author may give the clone its task."""
+    body = _trimmed(strip_hidden(body).strip())
+    if trusted:
+        return f"{head}\n{body}" if body else head
+    return f"{head}\n{fence(kind, author, body)}"
+
+
 def _say(
     trusted: bool, omit: bool, context: Context, kind: str, author: str, head: str, body: str
 ) -> str | None:
     """An author's words as the engine reads them, or None when they are left out."""
-    body = _trimmed(strip_hidden(body).strip())
-    if trusted:
-        return f"{head}\n{body}" if body else head
-    if omit:
-        context.left_out["by people who cannot push ([security] strangers_text)"] += 1
-        return None
-    context.counts["by others (fenced)"] += 1
-    return f"{head}\n{fence(kind, author, body)}"
+    if not trusted:
+        if omit:
+            context.left_out["by people who cannot push ([security] strangers_text)"] += 1
+            return None
+        context.counts["by others (fenced)"] += 1
+    return render(trusted, kind, author, head, body)
 
 
 def _comments(

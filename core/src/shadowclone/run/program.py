@@ -67,6 +67,7 @@ from shadowclone.proxy import (
 from shadowclone.run import threads
 from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
+from shadowclone.run.ask.reads import GithubReads
 from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
 from shadowclone.run.cloning import clone_url_for
 from shadowclone.run.context import Context, gather
@@ -86,6 +87,7 @@ from shadowclone.run.redact import (
     redact_tokens,
 )
 from shadowclone.run.report import Ending, final_report, message_fates, pr_body, usage_line
+from shadowclone.run.review.findings import FindingsTool
 from shadowclone.run.review.runner import run_review_stages
 from shadowclone.run.save import Saved, save
 from shadowclone.run.secrets import Secrets
@@ -102,6 +104,11 @@ CONSULT_TIMEOUT_S = 20 * 60.0
 CLONE_MARKER = contract.CLONE_ID_VARIABLE
 ENGINE_AREA = "engine"
 ASK_OUTBOX = "asks.jsonl"
+READS_SAID = (
+    "To read more of this repository on GitHub (other issues and pull requests, comments, "
+    "files at any ref, checks and job logs), use the `github` tool of the shadowclone_ask "
+    "server; it only reads."
+)
 CONTEXT_AREA = "context"
 """Where the engine's corner keeps the images pasted into the conversation."""
 EGRESS_VARIABLE = contract.EGRESS_VARIABLE
@@ -140,6 +147,12 @@ class CloneRun:
         self.identity = identity or EngineIdentity()
         self.progress = ProgressWriter(folder, Redactor(secrets.all_values()))
         self.ask_service = AskService(folder, Redactor(secrets.all_values()), request.ask_timeout_s)
+        self.findings = FindingsTool(
+            lambda: self.plan is not None and self.plan.mode is Mode.REVIEW
+        )
+        self.ask_service.add_tool(self.findings)
+        self.reads = GithubReads(Redactor(secrets.all_values()))
+        self.ask_service.add_tool(self.reads)
         """Served from this process from its start: the engine never waits for it."""
         self._asks_served = False
         self._cloning: asyncio.Future[None] | None = None
@@ -239,9 +252,10 @@ class CloneRun:
         if handoff.resume is Resume.ENGINE:
             self.progress.note(Step.ENGINE, "launched again with no network but the model's API")
             result, reviews = await self._work()
+            findings = tuple(self.findings.findings)
             write_carry(
                 self.folder,
-                attrs.evolve(carry, result=result, reviews=tuple(reviews)),
+                attrs.evolve(carry, result=result, reviews=tuple(reviews), findings=findings),
                 self.progress_redact,
             )
             self.folder.write_handoff(Handoff(NetworkMode.OPEN, Resume.SAVE))
@@ -254,6 +268,7 @@ class CloneRun:
             waited=self._github_waited,
         )
         result = carry.result or EngineResult(Outcome.FAILED, "the review phase left no result")
+        self.findings.findings = list(carry.findings)
         return await self._finish(result, list(carry.reviews))
 
     def _prepare_engine_area(self) -> None:
@@ -489,6 +504,8 @@ class CloneRun:
                 await asyncio.gather(self._cloning, return_exceptions=True)  # a thread runs on
             raise
         self.progress.note(Step.TARGET, self.plan.describe())
+        assert self.client is not None
+        self.reads.open(self.plan, self.client)
         self._gather_context()
         self._check_stop()
 
@@ -541,10 +558,10 @@ class CloneRun:
 
     def request_prompt(self) -> str:
         assert self.plan is not None
-        conversation = self.conversation
+        said: tuple[str, ...] = (READS_SAID,) if self.reads.enabled else ()
         if self.open_threads and self.plan.mode is Mode.CONTINUE:
-            conversation = f"{conversation}\n\n{threads.ASK}"
-        return build_prompt(self.plan, self.request.instructions, conversation)
+            said += (threads.ASK,)
+        return build_prompt(self.plan, self.request.instructions, self.conversation, said)
 
     async def _login_env(
         self, engine: EngineRegistration, login: SecretProviderRegistration, state_dir: Path
@@ -941,6 +958,7 @@ class CloneRun:
             self.progress_redact,
             self.request.allow_secrets,
             draft=bool(result.capped),
+            findings=tuple(self.findings.findings),
         )
         self.progress.note(Step.SAVE, saved.note + (f": {saved.pr_url}" if saved.pr_url else ""))
         if self.open_threads and saved.pushed and result.outcome is Outcome.DONE:

@@ -26,7 +26,11 @@ RESUME_PROMPT = (
 """The user turn that opens a session resumed after a usage limit."""
 
 
-def build_prompt(plan: Plan, instructions: str, conversation: str = "") -> str:
+def build_prompt(
+    plan: Plan, instructions: str, conversation: str = "", tools: tuple[str, ...] = ()
+) -> str:
+    """`conversation`: the comments, reviews, threads and checks (run/context.py); `tools`:
+    what else the engine is told of its tools and what is asked of it."""
     issue = plan.issue
     repo = plan.repository.full_name
     head = f"{repo}#{issue.number}: {issue.title}\n\n{issue.body or '(no description)'}"
@@ -50,6 +54,12 @@ def build_prompt(plan: Plan, instructions: str, conversation: str = "") -> str:
         "If a decision really needs the owner, call the `ask` tool of the shadowclone_ask MCP "
         "server with short options and your recommended option; otherwise decide yourself."
     )
+    if plan.mode is Mode.REVIEW:
+        ask += (
+            " Report each problem you find in the diff with the `review_finding` tool of the "
+            "same server: each becomes a comment on its lines."
+        )
+    ask = "\n\n".join((ask, *tools))
     if plan.mode is Mode.ISSUE:
         task = (
             f"You are working on this GitHub issue in the repository checked out here, on the "
