@@ -21,7 +21,6 @@ from graphql import GraphQLError, build_schema, graphql_sync
 from shadowclone_testing.fakes.github.extras import PRIMARY_LIMIT, ExtrasStore
 from shadowclone_testing.fakes.github.model import Issue, Repo, ReviewComment
 
-GRAPHQL_PATH = "/api/graphql"
 MAX_FIRST = 100
 
 SDL = '''

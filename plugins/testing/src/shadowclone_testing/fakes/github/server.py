@@ -23,11 +23,14 @@ from typing import Any
 
 import attrs
 
-from shadowclone_testing.fakes.github import git, graphql_api, rest
+from shadowclone_testing.fakes.github import git, rest
 from shadowclone_testing.fakes.github.extras import ExtrasStore, Verdict
 from shadowclone_testing.fakes.github.model import ApiError, LoggedRequest
 
 log = logging.getLogger(__name__)
+
+GRAPHQL_PATH = "/api/graphql"
+"""GitHub Enterprise's GraphQL beside its REST API at /api/v3."""
 
 ASSETS = "/user-attachments/assets/"
 SIGNED = "/_fake/"
@@ -199,7 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = self._git(path, query, body, user)
             elif path == rest.API_PREFIX or path.startswith(rest.API_PREFIX + "/"):
                 reply = self._rest(path.removeprefix(rest.API_PREFIX), query, body, user)
-            elif path == graphql_api.GRAPHQL_PATH:
+            elif path == GRAPHQL_PATH:
                 reply = self._graphql(body, user)
             elif path.startswith((ASSETS, SIGNED)):
                 reply = self._file(path, query, user)
@@ -284,6 +287,10 @@ class _Handler(BaseHTTPRequestHandler):
             message = "This endpoint requires you to be authenticated."
             return _json_reply(401, {"message": message, "documentation_url": rest.DOCS})
         with fake.lock:
+            # Imported here: graphql-core is the tests', not the demo image's (which serves
+            # no GraphQL client).
+            from shadowclone_testing.fakes.github import graphql_api
+
             status, payload = graphql_api.execute(fake, self._web(), user, body)
         return _json_reply(status, payload)
 
