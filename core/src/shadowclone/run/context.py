@@ -161,12 +161,13 @@ def gather(
     omit_strangers: bool = False,
     budget: int = BUDGET_CHARS,
     images: Path | None = None,
+    trust: Trust | None = None,
 ) -> Context:
     """The conversation of the plan's issue or pull request as it was at `started`; images
     pasted by trusted authors are saved under `images` when given."""
     repo, number = plan.repository.full_name, plan.number
     context = Context()
-    trust = Trust(client, plan)
+    trust = trust or Trust(client, plan)
     pull = plan.pull_request
     trusted_texts: list[str] = []
     if plan.stranger is None:

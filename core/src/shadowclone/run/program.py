@@ -70,7 +70,7 @@ from shadowclone.run.ask.http import AskService
 from shadowclone.run.ask.reads import GithubReads
 from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
 from shadowclone.run.cloning import clone_url_for
-from shadowclone.run.context import Context, gather
+from shadowclone.run.context import Context, Trust, gather
 from shadowclone.run.drive import EngineResult, supervise_engine
 from shadowclone.run.drive.caps import CapWatch, Reached, priced
 from shadowclone.run.engine_settings import take_from_base
@@ -353,6 +353,7 @@ class CloneRun:
                 self.request.requested_at,
                 omit_strangers=self.request.omit_strangers_text,
                 images=self.engine_area / CONTEXT_AREA,
+                trust=self._trust,
             )
         )
 
@@ -505,7 +506,9 @@ class CloneRun:
             raise
         self.progress.note(Step.TARGET, self.plan.describe())
         assert self.client is not None
-        self.reads.open(self.plan, self.client)
+        self._trust = Trust(self.client, self.plan)
+        """Who may give the clone its task, asked of GitHub once per author."""
+        self.reads.open(self.plan, self.client, self._trust)
         self._gather_context()
         self._check_stop()
 

@@ -75,10 +75,10 @@ class GithubReads:
         self.client: GithubClient | None = None
         self._trust: Trust | None = None
 
-    def open(self, plan: Plan, client: GithubClient) -> None:
+    def open(self, plan: Plan, client: GithubClient, trust: Trust) -> None:
         """Serve reads for `plan`, unless it is a stranger's or a review."""
         if plan.stranger is None and plan.mode is not Mode.REVIEW:
-            self.plan, self.client, self._trust = plan, client, Trust(client, plan)
+            self.plan, self.client, self._trust = plan, client, trust
 
     @property
     def enabled(self) -> bool:
