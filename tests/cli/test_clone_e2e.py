@@ -95,7 +95,7 @@ def test_a_strangers_pull_request_is_reviewed_and_its_code_never_run(
         "toolchain: passed: skipped"
         in RunFolder(owner.home.clones_dir / clone_id).progress_file.read_text()
     )
-    assert "Reviewed: the idea is fine." in owner.github.comments("you/app", number)[-1].body
+    assert "Reviewed: the idea is fine." in owner.github.issue("you/app", number).reviews[-1].body
     assert not [r for r in owner.github.requests() if r.path.endswith("git-receive-pack")]
 
 

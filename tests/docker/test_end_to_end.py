@@ -469,8 +469,8 @@ def test_a_review_of_a_strangers_pull_request_runs_the_engine_with_the_network_o
         world.gone(clone_id)
     assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), record
     assert networks and set(networks) == {"none"}, "the engine ran with no network"
-    comments = world.github.comments("owner/app", number)
-    assert "Looks fine, but it needs tests." in comments[-1].body, "the review was posted"
+    reviews = world.github.issue("owner/app", number).reviews
+    assert "Looks fine, but it needs tests." in reviews[-1].body, "the review was posted"
     assert record.handoffs == 2, "fetched, reviewed off the network, posted"
 
 

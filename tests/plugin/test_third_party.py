@@ -211,7 +211,7 @@ def test_the_example_passes_the_shipped_suites_from_an_installed_kit(
     """As a third party: shadowclone and shadowclone-testing from wheels, the example from its
     folder, its tests copied out of this checkout, nothing of the workspace on the path. Its
     launcher passes the launcher contract (11 tests) and one of its own, its engine the
-    engine scenarios (15)."""
+    engine scenarios (16)."""
     bin_dir = make_venv(tmp_path / "venv")
     wheels = build_wheels(SOURCE, tmp_path / "wheels")
     core = [str(w) for w in wheels if re.match(r"shadowclone-\d", w.name)]
@@ -237,7 +237,7 @@ def test_the_example_passes_the_shipped_suites_from_an_installed_kit(
         check=False,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "27 passed" in done.stdout, done.stdout[-2000:]
+    assert "28 passed" in done.stdout, done.stdout[-2000:]
     where = run(
         [
             str(bin_dir / "python"),

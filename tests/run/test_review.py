@@ -77,3 +77,25 @@ def test_self_review_passes_an_approving_answer_and_skips_an_empty_change(repo: 
     result = SelfReviewStage().run(ctx)
     assert result.passed and result.summary == "PASS: fine"
     assert SelfReviewStage().run(context(repo)).summary.startswith("skipped")
+
+
+def test_self_review_of_someone_else_s_pull_request_reads_its_commits(repo: Path) -> None:
+    """The work tree of a pull request the owner did not write holds the base's engine
+    settings (run/engine_settings.py): the change reviewed is the commits', not the tree's."""
+    ctx = context(repo, owner_wrote=False)
+    git = ["git", "-C", str(repo), "-c", "user.name=s", "-c", "user.email=s@e"]
+    (repo / "CLAUDE.md").write_text("the stranger's rules\n")
+    subprocess.run([*git, "add", "CLAUDE.md"], check=True)
+    subprocess.run([*git, "commit", "-qm", "rules"], check=True)
+    (repo / "CLAUDE.md").unlink()  # as the run program leaves it: the base has none
+    prompts: list[str] = []
+
+    def consult(prompt: str) -> str:
+        prompts.append(prompt)
+        return "PASS: fine"
+
+    result = SelfReviewStage().run(
+        ReviewContext(workspace=repo, base_ref=ctx.base_ref, owner_wrote=False, consult=consult)
+    )
+    assert result.passed
+    assert "+the stranger's rules" in prompts[0]

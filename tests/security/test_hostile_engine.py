@@ -175,7 +175,7 @@ def test_a_hostile_review_cannot_steer_the_phase_that_posts(
     assert done.handoffs == 2
     assert owner.github.branch_sha("you/app", "main") == main_before
     assert [p.name for p in kit.iterdir() if p.name.endswith("-0")] == []
-    assert "Reviewed." in owner.github.comments("you/app", number)[-1].body
+    assert "Reviewed." in owner.github.issue("you/app", number).reviews[-1].body
     pushes = [r for r in owner.github.requests() if "git-receive-pack" in r.path]
     assert pushes, "the engine's pushes were tried"
     assert all(r.status == 401 and r.user is None for r in pushes), pushes

@@ -3,8 +3,16 @@ particular to Claude Code: a message during a turn goes through an interrupt."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from shadowclone.plugin import Engine, EngineTask, Outcome, TextEvent, TurnEndedEvent
-from shadowclone_testing.fakes.models import ApiError, FakeModelServer, Text
+from shadowclone_testing.fakes.models import ApiError, FakeModelServer, Shell, Text
+from shadowclone_testing.project_settings import (
+    CLAUDE_HOOK_EVENTS,
+    claude_files,
+    markers_left,
+    plant,
+)
 from shadowclone_testing.suites.engine import EngineScenarios, Harness
 
 from shadowclone_claude import shadowclone_engines
@@ -24,6 +32,44 @@ class TestClaude(EngineScenarios):
     def ask_tool_timeout_s(self, task: EngineTask) -> float:
         # Claude Code's per-call MCP tool timeout, in milliseconds, from the driver's env.
         return int(engine_env(task, base={})["MCP_TOOL_TIMEOUT"]) / 1000
+
+    def plant_project_settings(self, workspace: Path, markers: Path) -> None:
+        plant(workspace, claude_files(markers))
+
+    async def test_with_project_settings_the_workspace_s_hooks_run(
+        self, harness: Harness, tmp_path: Path
+    ) -> None:
+        """The control of the suite's scenario without project settings: on the owner's own
+        head Claude Code runs the repository's hooks (the repository's `.mcp.json` stays out
+        all the same: `--strict-mcp-config`), and reads its CLAUDE.md."""
+        markers = tmp_path / "markers"
+        markers.mkdir()
+        plant(harness.workspace, claude_files(markers))
+        (harness.workspace / "CLAUDE.md").write_text("Marker 7f2a: be brief.\n")
+        harness.server.add(Shell("echo looked"), Text("Looked."))
+
+        watch = await harness.launch("Look at the repository.")
+        await watch.turn_ended()
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
+
+        hooks = [f"claude-hook-{event}" for event in CLAUDE_HOOK_EVENTS]
+        assert markers_left(markers) == sorted([*hooks, "claude-local-hook"])
+        assert harness.server.model_requests()[0].contains("Marker 7f2a")
+
+    async def test_without_project_settings_claude_md_is_not_read(self, harness: Harness) -> None:
+        """`--setting-sources user` leaves out the project's memory files too."""
+        (harness.workspace / "CLAUDE.md").write_text("Marker 7f2a: be brief.\n")
+        (harness.workspace / "CLAUDE.local.md").write_text("Marker 9c41: be briefer.\n")
+        harness.server.add(Text("Looked."))
+
+        watch = await harness.launch("Look at the repository.", project_settings=False)
+        await watch.turn_ended()
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
+
+        [request] = harness.server.model_requests()
+        assert not request.contains("Marker 7f2a") and not request.contains("Marker 9c41")
 
     async def test_a_message_mid_turn_interrupts_and_starts_a_new_turn(
         self, harness: Harness

@@ -159,8 +159,18 @@ def test_command_line_runs_headless_stream_json_with_the_ask_server(tmp_path: Pa
             "args": ["-m", "shadowclone.run.ask", "--run", "/run"],
         }
     }
-    for absent in ("--disallowedTools", "--model", "--max-turns"):
+    for absent in ("--disallowedTools", "--model", "--max-turns", "--setting-sources"):
         assert absent not in argv
+
+
+def test_without_project_settings_only_the_clone_s_user_settings_load(tmp_path: Path) -> None:
+    """A head that is not the owner's: no setting source of the workspace's (project, local),
+    and still no MCP server but the ask server."""
+    argv = command_line(make_task(tmp_path, project_settings=False))
+
+    assert option(argv, "--setting-sources") == "user"
+    assert "--strict-mcp-config" in argv
+    assert list(json.loads(option(argv, "--mcp-config"))["mcpServers"]) == [ASK_SERVER]
 
 
 def test_command_line_turns_web_tools_off_and_sets_model_and_turns(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from shadowclone.plugin import (
     TurnEndedEvent,
 )
 from shadowclone_testing.fakes.models import FAKE_MODEL, CallTool, FakeModelServer, Shell, Text
+from shadowclone_testing.project_settings import codex_files, plant
 from shadowclone_testing.suites.engine import EarlyStartScenarios, Harness, Watch
 
 from shadowclone_codex import shadowclone_engines
@@ -87,6 +88,9 @@ class TestCodex(EarlyStartScenarios):
     def ask_tool_timeout_s(self, task: EngineTask) -> float:
         server = tomllib.loads(config_document(task))["mcp_servers"][ASK_SERVER]
         return float(server["tool_timeout_sec"])
+
+    def plant_project_settings(self, workspace: Path, markers: Path) -> None:
+        plant(workspace, codex_files(markers))
 
     async def test_a_message_mid_turn_steers_the_running_turn(self, harness: Harness) -> None:
         harness.server.add(Text("word " * 400, chunk_delay_s=0.2))

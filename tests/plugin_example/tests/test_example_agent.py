@@ -12,6 +12,7 @@ from shadowclone.plugin import Engine, EngineTask
 from shadowclone_example import shadowclone_engines
 from shadowclone_example.engine import engine_env
 from shadowclone_testing.fakes.models import FakeModelServer
+from shadowclone_testing.project_settings import all_files, plant
 from shadowclone_testing.suites.engine import EngineScenarios
 
 
@@ -34,3 +35,7 @@ class TestExampleAgent(EngineScenarios):
 
     def ask_tool_timeout_s(self, task: EngineTask) -> float:
         return float(engine_env(task, base={})["EXAMPLE_AGENT_TOOL_TIMEOUT_S"])
+
+    def plant_project_settings(self, workspace: Path, markers: Path) -> None:
+        # The agent reads no settings of the workspace's; no other engine's may run either.
+        plant(workspace, all_files(markers))

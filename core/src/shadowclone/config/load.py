@@ -22,6 +22,7 @@ from shadowclone.config.schema import (
     DEFAULT_IMAGE,
     NOTIFY_EVENTS,
     STRANGERS,
+    STRANGERS_TEXT,
     Config,
     NotifyConfig,
 )
@@ -205,6 +206,11 @@ def check(config: Config) -> list[str]:
         problems.append(
             f"security.strangers: expected one of {', '.join(map(repr, STRANGERS))}, got "
             f"{config.security.strangers!r}"
+        )
+    if config.security.strangers_text not in STRANGERS_TEXT:
+        problems.append(
+            "security.strangers_text: expected one of "
+            f"{', '.join(map(repr, STRANGERS_TEXT))}, got {config.security.strangers_text!r}"
         )
     return problems
 

@@ -68,6 +68,7 @@ class PathsConfig:
 
 
 STRANGERS = ("model-only", "open")
+STRANGERS_TEXT = ("fenced", "omitted")
 
 
 @attrs.frozen
@@ -76,6 +77,9 @@ class SecurityConfig:
     """How a clone works on an issue written by someone who cannot push to the repository:
     "model-only", its engine has no network but the model's API; "open", it keeps the
     network, as for the owner's own issues."""
+    strangers_text: str = "fenced"
+    """What the engine reads of comments and reviews by people who cannot push: "fenced",
+    each marked as untrusted text; "omitted", none of them (counted only)."""
 
 
 @attrs.frozen

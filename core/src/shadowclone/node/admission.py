@@ -121,6 +121,7 @@ def request_for(
         caches=setup.caches,
         environment=setup.environment,
         strangers_network=NetworkMode(config.security.strangers),
+        omit_strangers_text=config.security.strangers_text == "omitted",
         allow_secrets=allow_secrets,
         caps=caps,
         price=price_of(provider),

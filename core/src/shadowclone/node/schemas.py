@@ -275,6 +275,9 @@ class Request:
     strangers_network: NetworkMode = NetworkMode.MODEL_ONLY
     """The engine's network on an issue written by someone who cannot push (`[security]
     strangers`): their text may tell the engine to send what it can reach."""
+    omit_strangers_text: bool = False
+    """Comments and reviews by people who cannot push are left out of the engine's prompt
+    (`[security] strangers_text = "omitted"`), not fenced."""
     allow_secrets: bool = False
     """The owner allowed this clone to push what looks like a secret (`start --allow-secrets`);
     otherwise a secret found in its commits stops the push."""

@@ -28,7 +28,9 @@ def shadowclone_engines() -> Iterable[EngineRegistration]:
     """Offer engines: programs that do a clone's work (Claude Code, Codex...).
 
     :returns: the engines this plugin provides, each an `EngineRegistration` whose `factory`
-        builds an `Engine`. Its `logins` name the secret providers it can use.
+        builds an `Engine`. Its `logins` name the secret providers it can use. An engine
+        started on a task with `project_settings=False` loads nothing of the workspace's own
+        configuration that can run a command (hooks, MCP servers, plugins, skills).
     """
     return ()  # pluggy never runs a spec body
 

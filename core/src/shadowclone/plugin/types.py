@@ -73,6 +73,13 @@ class EngineTask:
     model: str | None = None
     web_tools: bool = True
     """False for reviews of code the owner did not write: no web fetch or search tools."""
+    project_settings: bool = True
+    """False when the workspace's head is not the owner's (a review of someone else's pull
+    request): load no configuration from the workspace that can run a command or add a tool
+    (project settings, hooks, MCP servers, plugins, skills, agents, commands), so that no file
+    of a stranger's makes anything run. The run program has put the base branch's versions of
+    the engines' settings and instruction files in the workspace before the engine starts
+    (run/engine_settings.py); an instruction file may still be read."""
     limits: EngineLimits = EngineLimits()
     ask_url: str = ""
     """Where the `shadowclone_ask` MCP server already runs (streamable HTTP), when the run

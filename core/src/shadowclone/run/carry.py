@@ -19,6 +19,7 @@ from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.run.drive import EngineResult
 from shadowclone.run.plan import Plan
+from shadowclone.run.review.findings import Finding
 
 
 @attrs.frozen
@@ -34,6 +35,11 @@ class Carry:
     base_ref: str
     result: EngineResult | None = None
     reviews: tuple[ReviewLine, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    """A review's findings, reported by the engine, posted with the review."""
+    conversation: str = ""
+    """The issue's or pull request's conversation as the engine reads it (run/context.py),
+    gathered while the network is on."""
 
 
 def write_carry(folder: RunFolder, carry: Carry, redact: Callable[[str], str]) -> None:

@@ -64,13 +64,17 @@ from shadowclone.proxy import (
     credential_for_login,
     engine_files,
 )
+from shadowclone.run import threads
 from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
+from shadowclone.run.ask.reads import GithubReads
 from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
 from shadowclone.run.cloning import clone_url_for
+from shadowclone.run.context import Context, Trust, gather
 from shadowclone.run.drive import EngineResult, supervise_engine
 from shadowclone.run.drive.caps import CapWatch, Reached, priced
-from shadowclone.run.github import GithubClient
+from shadowclone.run.engine_settings import take_from_base
+from shadowclone.run.github import GithubClient, ReviewThread
 from shadowclone.run.headstart import PRIVATE_AREA, HeadStart
 from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
 from shadowclone.run.inbox import FileWatch, delivered, set_on_stop
@@ -83,6 +87,7 @@ from shadowclone.run.redact import (
     redact_tokens,
 )
 from shadowclone.run.report import Ending, final_report, message_fates, pr_body, usage_line
+from shadowclone.run.review.findings import FindingsTool
 from shadowclone.run.review.runner import run_review_stages
 from shadowclone.run.save import Saved, save
 from shadowclone.run.secrets import Secrets
@@ -99,6 +104,13 @@ CONSULT_TIMEOUT_S = 20 * 60.0
 CLONE_MARKER = contract.CLONE_ID_VARIABLE
 ENGINE_AREA = "engine"
 ASK_OUTBOX = "asks.jsonl"
+READS_SAID = (
+    "To read more of this repository on GitHub (other issues and pull requests, comments, "
+    "files at any ref, checks and job logs), use the `github` tool of the shadowclone_ask "
+    "server; it only reads."
+)
+CONTEXT_AREA = "context"
+"""Where the engine's corner keeps the images pasted into the conversation."""
 EGRESS_VARIABLE = contract.EGRESS_VARIABLE
 LOGIN_STATE_VARIABLE = contract.LOGIN_STATE_VARIABLE
 
@@ -135,6 +147,12 @@ class CloneRun:
         self.identity = identity or EngineIdentity()
         self.progress = ProgressWriter(folder, Redactor(secrets.all_values()))
         self.ask_service = AskService(folder, Redactor(secrets.all_values()), request.ask_timeout_s)
+        self.findings = FindingsTool(
+            lambda: self.plan is not None and self.plan.mode is Mode.REVIEW
+        )
+        self.ask_service.add_tool(self.findings)
+        self.reads = GithubReads(Redactor(secrets.all_values()))
+        self.ask_service.add_tool(self.reads)
         """Served from this process from its start: the engine never waits for it."""
         self._asks_served = False
         self._cloning: asyncio.Future[None] | None = None
@@ -176,6 +194,11 @@ class CloneRun:
         """Messages earlier sessions took (a usage limit ended them): taken all the same."""
         self._inbox_closed = False
         self.plan: Plan | None = None
+        self.conversation = ""
+        """The issue's or pull request's conversation, as the engine reads it."""
+        self._gathering: asyncio.Future[Context] | None = None
+        self.open_threads: list[ReviewThread] = []
+        """A continued pull request's open review threads, answered after the push."""
         self.workspace: Workspace | None = None
         self.client: GithubClient | None = None
         self.state_dirs: list[Path] = []
@@ -224,21 +247,28 @@ class CloneRun:
             return await self._first_phase()
         carry = read_carry(self.folder)
         self.plan = carry.plan
+        self.conversation = carry.conversation
         self.workspace = self._workspace_for(carry.base_ref)
         if handoff.resume is Resume.ENGINE:
             self.progress.note(Step.ENGINE, "launched again with no network but the model's API")
             result, reviews = await self._work()
+            findings = tuple(self.findings.findings)
             write_carry(
                 self.folder,
-                attrs.evolve(carry, result=result, reviews=tuple(reviews)),
+                attrs.evolve(carry, result=result, reviews=tuple(reviews), findings=findings),
                 self.progress_redact,
             )
             self.folder.write_handoff(Handoff(NetworkMode.OPEN, Resume.SAVE))
             self.progress.note(Step.REVIEW, "the work is done; it is saved with the network on")
             return 0
         self.progress.note(Step.SAVE, "launched again with the network on, to save the work")
-        self.client = GithubClient(self.secrets.github_token, api_url=self.request.github_api_url)
+        self.client = GithubClient(
+            self.secrets.github_token,
+            api_url=self.request.github_api_url,
+            waited=self._github_waited,
+        )
         result = carry.result or EngineResult(Outcome.FAILED, "the review phase left no result")
+        self.findings.findings = list(carry.findings)
         return await self._finish(result, list(carry.reviews))
 
     def _prepare_engine_area(self) -> None:
@@ -277,12 +307,10 @@ class CloneRun:
             result = EngineResult(Outcome.FAILED, str(error))
         else:
             assert self.plan is not None and self.workspace is not None
+            await self._take_context()
             if self._quarantined():
                 # A stranger's words drive the engine: it works with only the model's API.
-                write_carry(
-                    self.folder, Carry(self.plan, self.workspace.base_ref), self.progress_redact
-                )
-                self.folder.write_handoff(Handoff(NetworkMode.MODEL_ONLY, Resume.ENGINE))
+                self._carry_on()
                 self.progress.note(
                     Step.WORKSPACE,
                     f"the issue was written by {self.plan.stranger}, who cannot push to "
@@ -298,10 +326,7 @@ class CloneRun:
                 )
             if self.plan.mode is Mode.REVIEW:
                 # Fetched with no engine running; the engine works with the network off.
-                write_carry(
-                    self.folder, Carry(self.plan, self.workspace.base_ref), self.progress_redact
-                )
-                self.folder.write_handoff(Handoff(NetworkMode.MODEL_ONLY, Resume.ENGINE))
+                self._carry_on()
                 self.progress.note(
                     Step.WORKSPACE,
                     "fetched; the review runs next with no network but the model's API",
@@ -309,6 +334,37 @@ class CloneRun:
                 return 0
             result, reviews = await self._work()
         return await self._finish(result, reviews)
+
+    def _carry_on(self) -> None:
+        """Hand the work to a launch with no network but the model's API."""
+        assert self.plan is not None and self.workspace is not None
+        carry = Carry(self.plan, self.workspace.base_ref, conversation=self.conversation)
+        write_carry(self.folder, carry, self.progress_redact)
+        self.folder.write_handoff(Handoff(NetworkMode.MODEL_ONLY, Resume.ENGINE))
+
+    def _gather_context(self) -> None:
+        """Read the conversation beside the clone of the repository."""
+        assert self.plan is not None and self.client is not None
+        self._gathering = asyncio.ensure_future(
+            asyncio.to_thread(
+                gather,
+                self.client,
+                self.plan,
+                self.request.requested_at,
+                omit_strangers=self.request.omit_strangers_text,
+                images=self.engine_area / CONTEXT_AREA,
+                trust=self._trust,
+            )
+        )
+
+    async def _take_context(self) -> None:
+        if self._gathering is None:
+            return
+        context = await self._gathering
+        self._gathering = None
+        self.conversation = context.prompt()
+        self.open_threads = context.open_threads
+        self.progress.note(Step.TARGET, context.summary())
 
     async def _work(self) -> tuple[EngineResult, list[ReviewLine]]:
         try:
@@ -374,6 +430,12 @@ class CloneRun:
         self.progress.final(result.outcome, saved.pr_url if saved else None, report)
         return 0 if result.outcome in (Outcome.DONE, Outcome.STOPPED) else 1
 
+    def _trusted_head(self) -> bool:
+        """Whether the checked-out head is the owner's (an issue's new branch, the owner's own
+        pull request), so that the engine may load the repository's own settings: never for
+        a review, whose head someone else wrote, nor before the target is known."""
+        return self.plan is not None and self.plan.owner_wrote
+
     def _quarantined(self) -> bool:
         assert self.plan is not None
         return self.plan.stranger is not None and (
@@ -422,10 +484,14 @@ class CloneRun:
                     self.plan = await asyncio.wrap_future(head.plan)
                 finally:
                     self.client = head.take_client()
+                    if self.client is not None:
+                        self.client.wire.waited = self._github_waited
             else:
                 # Made in a thread (its TLS context takes a while): the engine's early start
                 # and the clone go on meanwhile.
-                self.client = await asyncio.to_thread(GithubClient, token, api_url=api_url)
+                self.client = await asyncio.to_thread(
+                    GithubClient, token, api_url=api_url, waited=self._github_waited
+                )
                 self.plan = await asyncio.to_thread(resolve, self.client, target)
             url = self.plan.repository.clone_url
             if url != guess:
@@ -439,7 +505,16 @@ class CloneRun:
                 await asyncio.gather(self._cloning, return_exceptions=True)  # a thread runs on
             raise
         self.progress.note(Step.TARGET, self.plan.describe())
+        assert self.client is not None
+        self._trust = Trust(self.client, self.plan)
+        """Who may give the clone its task, asked of GitHub once per author."""
+        self.reads.open(self.plan, self.client, self._trust)
+        self._gather_context()
         self._check_stop()
+
+    def _github_waited(self, seconds: float, why: str) -> None:
+        """Told from the client's thread: progress lines are whole appends under a lock."""
+        self.progress.note(self._step_now(), f"GitHub's {why}: waiting {seconds:.0f} s, as it asks")
 
     def _clone(self, url: str, *, again: bool = False) -> asyncio.Future[None]:
         token, identity = self.secrets.github_token, self.identity
@@ -471,6 +546,11 @@ class CloneRun:
             f"cloned {plan.repository.full_name} into {self.workspace_path} as {user}; "
             f"base {self.workspace.base_ref[:12]}",
         )
+        if not self._trusted_head():
+            # Before any engine starts here: no file of the head's makes anything run.
+            workspace = self.workspace
+            taken = await asyncio.to_thread(take_from_base, workspace, self.identity)
+            self.progress.note(Step.WORKSPACE, taken.describe(workspace.base_ref))
         allowed = f"only {plan.branch}" if plan.branch else "nothing (review only)"
         self.progress.note(
             Step.HOOKS,
@@ -481,7 +561,10 @@ class CloneRun:
 
     def request_prompt(self) -> str:
         assert self.plan is not None
-        return build_prompt(self.plan, self.request.instructions)
+        said: tuple[str, ...] = (READS_SAID,) if self.reads.enabled else ()
+        if self.open_threads and self.plan.mode is Mode.CONTINUE:
+            said += (threads.ASK,)
+        return build_prompt(self.plan, self.request.instructions, self.conversation, said)
 
     async def _login_env(
         self, engine: EngineRegistration, login: SecretProviderRegistration, state_dir: Path
@@ -631,7 +714,9 @@ class CloneRun:
 
     async def _early_start(self, engine: StartsEarly) -> tuple[EngineTask, EarlyStart] | None:
         try:
-            task = await self._task("", web_tools=True)
+            # The early program reads nothing of the workspace; as most clones work on the
+            # owner's head, it is started for that, and a review's task launches anew.
+            task = attrs.evolve(await self._task("", web_tools=True), project_settings=True)
             self._prepare_upstream()  # the engine may ask the provider while it starts
             early = await engine.start_early(task)
             log.info("the engine started early, beside the target and workspace steps")
@@ -700,6 +785,7 @@ class CloneRun:
             state_dir=state_dir,
             model=self.request.model,
             web_tools=web_tools,
+            project_settings=self._trusted_head(),
             limits=EngineLimits(ask_timeout_s=self.request.ask_timeout_s),
             run_as=self.identity.argv_prefix(),
             resume=resume,
@@ -725,7 +811,12 @@ class CloneRun:
         if early is None:
             task = await self._task(prompt, web_tools)
         else:
-            task = attrs.evolve(early[0], prompt=prompt, web_tools=web_tools)
+            task = attrs.evolve(
+                early[0],
+                prompt=prompt,
+                web_tools=web_tools,
+                project_settings=self._trusted_head(),
+            )
         self._note_proxy()
         self._prepare_upstream()
         self.caps = CapWatch(self.request.caps)
@@ -870,8 +961,26 @@ class CloneRun:
             self.progress_redact,
             self.request.allow_secrets,
             draft=bool(result.capped),
+            findings=tuple(self.findings.findings),
         )
         self.progress.note(Step.SAVE, saved.note + (f": {saved.pr_url}" if saved.pr_url else ""))
+        if self.open_threads and saved.pushed and result.outcome is Outcome.DONE:
+            commit = await asyncio.to_thread(self.workspace.git, "rev-parse", "HEAD")
+            replied, failed = await asyncio.to_thread(
+                threads.reply_in_threads,
+                self.client,
+                self.plan.repository.full_name,
+                self.plan.number,
+                self.open_threads,
+                result.last_text,
+                commit.strip(),
+                self.progress_redact,
+            )
+            self.progress.note(
+                Step.SAVE, f"replied in {replied} of {len(self.open_threads)} open review threads"
+            )
+            for line in failed:
+                self.progress.error(Step.SAVE, f"could not reply in {line}")
         return saved
 
     def progress_redact(self, text: str) -> str:

@@ -1,22 +1,30 @@
 """Save: commit what is left, push the clone's branch, open or update the pull request.
 
 It runs on every ending, done or not, so no work is lost; only a clone that finished its work
-opens a pull request. A review pushes nothing and leaves its report as a comment.
+opens a pull request. A review pushes nothing and posts one review of event COMMENT.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
 
+from shadowclone.errors import Refused
 from shadowclone.plugin.types import Outcome
 from shadowclone.run.github import GithubClient
 from shadowclone.run.hooks import install_pre_push_hook
 from shadowclone.run.plan import Mode, Plan
+from shadowclone.run.review.findings import (
+    Finding,
+    commentable,
+    inline_comment,
+    place,
+    review_body,
+)
 from shadowclone.run.workspace import Workspace
 
 
@@ -66,6 +74,46 @@ def _plain_text(path: Path) -> str | None:
         os.close(descriptor)
 
 
+def post_review(
+    workspace: Workspace,
+    plan: Plan,
+    client: GithubClient,
+    summary: str,
+    findings: Sequence[Finding],
+) -> Saved:
+    """One review of event COMMENT: the findings that fit the diff inline, the rest in its
+    body. Should GitHub refuse the inline comments all the same (its diff is not ours), the
+    review goes again with every finding in its body."""
+    assert plan.pull_request is not None
+    repo = plan.repository.full_name
+    diff = workspace.git(
+        "diff", "--no-color", "--no-ext-diff", "--unified=3", f"{workspace.base_ref}...HEAD"
+    )
+    inline, rest = place(findings, commentable(diff))
+    commit = workspace.git("rev-parse", "HEAD").strip()
+    try:
+        url = client.create_review(
+            repo,
+            plan.number,
+            commit_id=commit,
+            body=review_body(summary, rest),
+            comments=tuple(inline_comment(finding) for finding in inline),
+        )
+    except Refused:
+        if not inline:
+            raise
+        url = client.create_review(
+            repo, plan.number, commit_id=commit, body=review_body(summary, [*inline, *rest])
+        )
+        inline, rest = [], [*inline, *rest]
+    return Saved(
+        0,
+        False,
+        plan.pull_request.html_url,
+        f"review posted: {url} ({len(inline)} inline comments, {len(rest)} findings in its body)",
+    )
+
+
 def save(
     workspace: Workspace,
     plan: Plan,
@@ -76,15 +124,14 @@ def save(
     allow_secrets: bool = False,
     *,
     draft: bool = False,
+    findings: Sequence[Finding] = (),
 ) -> Saved:
     """`redact`: the clone's redactor; a secret it finds in the commits stops the push unless
     the owner allowed it for this clone (`allow_secrets`). The summary is already redacted.
     `draft`: the work ended unfinished at a cap: it opens a draft pull request."""
     repo = plan.repository.full_name
     if plan.mode is Mode.REVIEW:
-        assert plan.pull_request is not None
-        comment = client.comment(repo, plan.number, summary)
-        return Saved(0, False, plan.pull_request.html_url, f"review posted: {comment.html_url}")
+        return post_review(workspace, plan, client, summary, findings)
 
     assert plan.branch is not None
     workspace.take_engine_work(f"shadowclone: work on #{plan.number} ({outcome})")

@@ -64,7 +64,13 @@ def command_line(task: EngineTask, program: str = PROGRAM) -> list[str]:
         server = {"type": "stdio", "command": command, "args": args}
     if server is not None:
         argv += ["--mcp-config", json.dumps({"mcpServers": {ASK_SERVER: server}})]
+    # Never a server of the repository's `.mcp.json` (nor of a user config).
     argv.append("--strict-mcp-config")
+    if not task.project_settings:
+        # Only the clone's own user settings (its CLAUDE_CONFIG_DIR, which the driver leaves
+        # empty): no project or local settings (hooks, plugins, permissions), skills, agents,
+        # commands or CLAUDE.md of the workspace, whose head is a stranger's.
+        argv += ["--setting-sources", "user"]
     if not task.web_tools:
         argv += ["--disallowedTools", "WebFetch,WebSearch"]
     if task.model:

@@ -40,6 +40,7 @@ from shadowclone.run.ask.tool import (
     TITLE,
     AskTool,
     Refused,
+    ServedTool,
     description,
 )
 from shadowclone.run.inbox import POLL_S
@@ -78,6 +79,12 @@ class AskService:
         self._connections: set[asyncio.Task[None]] = set()
         self._calls: dict[str, asyncio.Future[dict[str, Any]]] = {}
         """Calls under way, by request id: a client's `notifications/cancelled` names one."""
+        self.extras: dict[str, ServedTool] = {}
+        """The run program's other tools beside `ask` (run/ask/tools.py), listed from the
+        start: an engine started early lists the tools once."""
+
+    def add_tool(self, tool: ServedTool) -> None:
+        self.extras[tool.name] = tool
 
     @property
     def headers(self) -> dict[str, str]:
@@ -139,17 +146,14 @@ class AskService:
         }
 
     def tools(self) -> dict[str, Any]:
-        return {
-            "tools": [
-                {
-                    "name": TOOL_NAME,
-                    "title": TITLE,
-                    "description": description(self.timeout_s),
-                    "inputSchema": INPUT_SCHEMA,
-                    "annotations": ANNOTATIONS,
-                }
-            ]
+        ask = {
+            "name": TOOL_NAME,
+            "title": TITLE,
+            "description": description(self.timeout_s),
+            "inputSchema": INPUT_SCHEMA,
+            "annotations": ANNOTATIONS,
         }
+        return {"tools": [ask, *(tool.listing() for tool in self.extras.values())]}
 
     def cancel(self, params: Mapping[str, Any]) -> None:
         call = self._calls.get(json.dumps(params.get("requestId")))
@@ -168,10 +172,18 @@ class AskService:
                 del self._calls[key]
 
     async def call(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        if params.get("name") != TOOL_NAME:
-            raise _RpcError(INVALID_PARAMS, f"unknown tool {params.get('name')!r}")
+        name = params.get("name")
+        extra = self.extras.get(name) if isinstance(name, str) else None
+        if name != TOOL_NAME and extra is None:
+            raise _RpcError(INVALID_PARAMS, f"unknown tool {name!r}")
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise _RpcError(INVALID_PARAMS, "arguments must be an object")
         try:
-            said, failed = await self.tool.call(params.get("arguments") or {}), False
+            if extra is not None:
+                said, failed = await extra.call(arguments), False
+            else:
+                said, failed = await self.tool.call(arguments), False
         except Refused as refused:
             said, failed = str(refused), True
         return {"content": [{"type": "text", "text": said}], "isError": failed}

@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ChosenBy, InboxKind, InboxLine, Question
@@ -74,6 +74,21 @@ ANNOTATIONS: Final[Mapping[str, bool]] = {"readOnlyHint": True, "openWorldHint":
 
 class Refused(Exception):
     """A malformed call: the message says the model what to do instead."""
+
+
+class ServedTool(Protocol):
+    """A tool the run program serves beside `ask` (run/ask/tools.py)."""
+
+    name: str
+
+    def listing(self) -> Mapping[str, Any]:
+        """The tool as `tools/list` gives it: name, title, description, inputSchema,
+        annotations."""
+        ...
+
+    async def call(self, arguments: Mapping[str, Any]) -> str:
+        """The tool's answer; raises Refused for a call it will not do."""
+        ...
 
 
 def description(timeout_s: float) -> str:

@@ -25,9 +25,13 @@ class SelfReviewStage:
     def run(self, context: ReviewContext) -> ReviewResult:
         if context.consult is None:
             return ReviewResult(self.name, True, "skipped: no engine to review with")
+        # The owner's work is committed before the reviews, with what the engine left; the
+        # work tree of someone else's pull request holds the base's engine settings in place
+        # of its own (run/engine_settings.py), so its change is read from its commits alone.
+        head = () if context.owner_wrote else ("HEAD",)
         diff = subprocess.run(
             # As the engine: the repository's config (diff drivers, textconv) is the engine's.
-            [*context.run_as, "git", "diff", context.base_ref],
+            [*context.run_as, "git", "diff", context.base_ref, *head],
             cwd=context.workspace,
             env=dict(context.env) if context.env else None,
             capture_output=True,

@@ -79,6 +79,7 @@ from shadowclone_testing.fakes.models import (
     Shell,
     Text,
 )
+from shadowclone_testing.project_settings import markers_left
 from shadowclone_testing.suites.ask_stand_in import ANSWER_PREFIX
 
 log = logging.getLogger(__name__)
@@ -366,6 +367,16 @@ class EngineScenarios(abc.ABC):
             "override ask_tool_timeout_s with the driver's own helpers"
         )
 
+    def plant_project_settings(self, workspace: Path, markers: Path) -> None:
+        """Write into `workspace` the engine's own project settings (hooks, MCP servers...) that
+        would each run a command leaving a file in `markers` if the engine loaded them: the
+        files a stranger's pull request could add. Every engine's test module says it; this
+        default fails the check so that none forgets."""
+        pytest.fail(
+            f"{type(self).__name__} does not say what project settings its engine loads: "
+            "override plant_project_settings with files that would run a command"
+        )
+
     # ---- fixtures
 
     @pytest.fixture
@@ -421,6 +432,25 @@ class EngineScenarios(abc.ABC):
         await watch.session.close()
         finished = await watch.finished()
         assert finished.outcome is Outcome.DONE, finished.detail
+
+    async def test_without_project_settings_the_workspace_s_settings_run_nothing(
+        self, harness: Harness, tmp_path: Path
+    ) -> None:
+        """`project_settings=False` (a head that is not the owner's): none of the workspace's
+        hooks or MCP servers runs, through a whole session with a tool call, and the ask
+        server is still offered."""
+        markers = tmp_path / "markers"
+        markers.mkdir()
+        self.plant_project_settings(harness.workspace, markers)
+        harness.server.add(Shell("echo looked"), Text("Looked."))
+
+        watch = await harness.launch("Look at the repository.", project_settings=False)
+        await watch.turn_ended()
+        await watch.session.close()
+        assert (await watch.finished()).outcome is Outcome.DONE
+
+        assert markers_left(markers) == []
+        assert any(SERVER_NAME in tool for tool in harness.server.model_requests()[0].tool_names())
 
     async def test_a_message_after_the_end_is_refused(self, harness: Harness) -> None:
         harness.server.add(Text("Done."))

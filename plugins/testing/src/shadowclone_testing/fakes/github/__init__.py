@@ -12,21 +12,29 @@ For example::
 from __future__ import annotations
 
 from shadowclone_testing.fakes.github.model import (
+    Annotation,
+    CheckRun,
     Comment,
     Issue,
     LoggedRequest,
     Permission,
     PullFields,
+    Review,
+    ReviewComment,
     User,
 )
 from shadowclone_testing.fakes.github.server import FakeGitHub
 
 __all__ = [
+    "Annotation",
+    "CheckRun",
     "Comment",
     "FakeGitHub",
     "Issue",
     "LoggedRequest",
     "Permission",
     "PullFields",
+    "Review",
+    "ReviewComment",
     "User",
 ]

@@ -32,7 +32,9 @@ def owner_of(full_name: str) -> str:
 class ApiError(Exception):
     """A refusal the REST API answers with `status` and GitHub's JSON error body."""
 
-    def __init__(self, status: int, message: str, errors: tuple[dict[str, str], ...] = ()) -> None:
+    def __init__(
+        self, status: int, message: str, errors: tuple[dict[str, str] | str, ...] = ()
+    ) -> None:
         super().__init__(f"{status} {message}")
         self.status = status
         self.message = message
@@ -45,6 +47,8 @@ class User:
     name: str
     email: str
     id: int
+    deleted: bool = False
+    """A deleted account: GitHub shows its content with no author (`null`, the "ghost")."""
 
 
 @attrs.frozen
@@ -53,6 +57,93 @@ class Comment:
     author: str
     body: str
     created_at: str
+    updated_at: str | None = None
+    """None until the comment is edited."""
+
+    @property
+    def updated(self) -> str:
+        return self.updated_at or self.created_at
+
+
+ReviewState = Literal["APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED", "PENDING"]
+Side = Literal["LEFT", "RIGHT"]
+
+
+@attrs.frozen
+class Review:
+    id: int
+    author: str
+    state: ReviewState
+    body: str
+    commit_id: str
+    submitted_at: str | None
+    """None while PENDING, as GitHub leaves it."""
+
+
+@attrs.frozen
+class ReviewComment:
+    """A comment on a line (or a range of lines) of a pull request's diff."""
+
+    id: int
+    review_id: int
+    author: str
+    body: str
+    path: str
+    line: int
+    side: Side
+    start_line: int | None
+    start_side: Side | None
+    commit_id: str
+    diff_hunk: str
+    created_at: str
+    updated_at: str
+    position: int | None = None
+    """The legacy place: lines below the file's first `@@` in the diff, counting from 1."""
+    in_reply_to: int | None = None
+    """The thread's first comment, for a reply."""
+    resolved: bool = False
+    """Kept on a thread's first comment only, as is `outdated`."""
+    outdated: bool = False
+
+
+@attrs.frozen
+class Annotation:
+    path: str
+    start_line: int
+    end_line: int
+    annotation_level: Literal["notice", "warning", "failure"]
+    message: str
+    title: str | None = None
+    raw_details: str | None = None
+
+
+@attrs.frozen
+class CheckRun:
+    id: int
+    sha: str
+    name: str
+    status: Literal["queued", "in_progress", "completed"]
+    conclusion: str | None
+    started_at: str
+    completed_at: str | None
+    title: str | None
+    summary: str | None
+    text: str | None = None
+    annotations: tuple[Annotation, ...] = ()
+    job_id: int | None = None
+    """A GitHub Actions job, for a check run with a log."""
+    run_id: int | None = None
+    log: str | None = None
+
+
+@attrs.frozen
+class Attachment:
+    """An image pasted into an issue, kept in `attachments/` beside the state."""
+
+    uuid: str
+    content_type: str
+    repo: str | None
+    """The repository it was pasted in: a private one's attachments need a signed-in reader."""
 
 
 @attrs.frozen
@@ -80,6 +171,8 @@ class Issue:
     state: Literal["open", "closed"] = "open"
     pull: PullFields | None = None
     comments: tuple[Comment, ...] = ()
+    reviews: tuple[Review, ...] = ()
+    review_comments: tuple[ReviewComment, ...] = ()
 
     @property
     def is_pull_request(self) -> bool:
@@ -100,6 +193,7 @@ class Repo:
     push_denied: list[str] = attrs.Factory(list)
     """Logins whose pushes are refused whatever their permission."""
     issues: dict[int, Issue] = attrs.Factory(dict)
+    check_runs: list[CheckRun] = attrs.Factory(list)
 
     @property
     def full_name(self) -> str:
@@ -120,6 +214,7 @@ class State:
     tokens: dict[str, str] = attrs.Factory(dict)
     """Token to login."""
     repos: dict[str, Repo] = attrs.Factory(dict)
+    attachments: dict[str, Attachment] = attrs.Factory(dict)
     last_id: int = 0
 
     def next_id(self) -> int:

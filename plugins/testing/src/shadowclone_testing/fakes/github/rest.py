@@ -8,16 +8,18 @@ and in containers alike.
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import re
 import urllib.parse
 import zlib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
-from shadowclone_testing.fakes.github import git
+from shadowclone_testing.fakes.github import git, paging
+from shadowclone_testing.fakes.github.extras import ExtrasStore
 from shadowclone_testing.fakes.github.model import (
     ApiError,
     Comment,
@@ -26,7 +28,6 @@ from shadowclone_testing.fakes.github.model import (
     User,
     owner_of,
 )
-from shadowclone_testing.fakes.github.store import GitHubStore
 
 API_PREFIX = "/api/v3"
 DOCS = "https://docs.github.com/rest"
@@ -34,6 +35,7 @@ SIGNED_UP = "2008-04-10T00:00:00Z"
 """When every user of the fake signed up: it keeps no such date."""
 
 Json = dict[str, Any]
+T = TypeVar("T")
 
 
 def error_body(error: ApiError) -> Json:
@@ -47,12 +49,16 @@ def error_body(error: ApiError) -> Json:
 class Call:
     """One REST request, with the token's user already resolved."""
 
-    store: GitHubStore
+    store: ExtrasStore
     web: str
     """`http://host:port` as the client addressed the server."""
     viewer: str | None
     query: dict[str, str]
     body: bytes
+    path: str = ""
+    """The path below the API prefix, without the query."""
+    headers: list[tuple[str, str]] = attrs.field(factory=list)
+    """Headers the handler adds to its answer, such as `Link`."""
 
     @property
     def api(self) -> str:
@@ -66,6 +72,13 @@ class Call:
         if not isinstance(data, dict):
             raise ApiError(400, "Problems parsing JSON")
         return data
+
+    def page(self, items: Sequence[T]) -> list[T]:
+        """The page of `items` the query asks for; adds the `Link` header as GitHub does."""
+        chosen, link = paging.paginate(items, url=self.api + self.path, query=self.query)
+        if link is not None:
+            self.headers.append(("Link", link))
+        return chosen
 
     def signed_in(self) -> str:
         if self.viewer is None:
@@ -141,6 +154,11 @@ def public_user_json(call: Call, login: str) -> Json:
         "updated_at": SIGNED_UP,
         "user_view_type": "public",
     }
+
+
+def author_json(call: Call, login: str) -> Json | None:
+    """The author of an issue, comment or review: `null` once the account is deleted."""
+    return None if call.store.is_deleted(login) else user_json(call, login)
 
 
 def repo_json(call: Call, repo: Repo) -> Json:
@@ -260,7 +278,7 @@ def issue_json(call: Call, repo: Repo, issue: Issue) -> Json:
         "number": issue.number,
         "title": issue.title,
         "body": issue.body,
-        "user": user_json(call, issue.author),
+        "user": author_json(call, issue.author),
         "state": issue.state,
         "locked": False,
         "labels": [],
@@ -271,12 +289,12 @@ def issue_json(call: Call, repo: Repo, issue: Issue) -> Json:
         "created_at": issue.created_at,
         "updated_at": issue.updated_at,
         "closed_at": None,
-        "author_association": _association(repo, issue.author),
+        "author_association": association(repo, issue.author),
         "url": f"{api}/issues/{issue.number}",
         "repository_url": api,
         "comments_url": f"{api}/issues/{issue.number}/comments",
-        "events_url": f"{api}/issues/{issue.number}/events",
         "labels_url": f"{api}/issues/{issue.number}/labels{{/name}}",
+        "events_url": f"{api}/issues/{issue.number}/events",
         "html_url": f"{call.web}/{repo.full_name}/{_kind(issue)}/{issue.number}",
     }
     if issue.is_pull_request:
@@ -301,6 +319,8 @@ def pull_json(call: Call, repo: Repo, issue: Issue) -> Json:
     )
     base_sha = call.store.branch_sha(repo.full_name, pull.base_ref)
     head_owner = owner_of(pull.head_repo)
+    bare = call.store.repo_path(repo.full_name)
+    head_ref = f"refs/pull/{issue.number}/head"
     html = f"{call.web}/{repo.full_name}/pull/{issue.number}"
     links = {
         "self": f"{api}/pulls/{issue.number}",
@@ -318,30 +338,33 @@ def pull_json(call: Call, repo: Repo, issue: Issue) -> Json:
         "number": issue.number,
         "title": issue.title,
         "body": issue.body,
-        "user": user_json(call, issue.author),
+        "user": author_json(call, issue.author),
         "state": issue.state,
         "draft": pull.draft,
-        "locked": False,
-        "merged": False,
-        "mergeable": None,
-        "mergeable_state": "unknown",
-        "merged_at": None,
-        "merged_by": None,
-        "merge_commit_sha": None,
-        "auto_merge": None,
-        "closed_at": None,
         "labels": [],
         "assignee": None,
+        "assignees": [],
         "milestone": None,
-        # Not counted by the fake; no client of it reads them.
-        "commits": 0,
+        "auto_merge": None,
+        "merged_by": None,
+        "merge_commit_sha": None,
+        "mergeable_state": "unknown",
+        "active_lock_reason": None,
+        "review_comments": len(issue.review_comments),
+        "commits": git.commits_between(bare, f"refs/heads/{pull.base_ref}", head_ref)
+        if base_sha and head_sha
+        else 0,
         "additions": 0,
         "deletions": 0,
         "changed_files": 0,
-        "review_comments": 0,
+        "locked": False,
+        "merged": False,
+        "mergeable": None,
+        "merged_at": None,
+        "closed_at": None,
         "created_at": issue.created_at,
         "updated_at": issue.updated_at,
-        "author_association": _association(repo, issue.author),
+        "author_association": association(repo, issue.author),
         "maintainer_can_modify": False,
         "comments": len(issue.comments),
         "url": f"{api}/pulls/{issue.number}",
@@ -378,10 +401,10 @@ def comment_json(call: Call, repo: Repo, issue: Issue, comment: Comment) -> Json
         "id": comment.id,
         "node_id": f"IC_{comment.id}",
         "body": comment.body,
-        "user": user_json(call, comment.author),
+        "user": author_json(call, comment.author),
         "created_at": comment.created_at,
-        "updated_at": comment.created_at,
-        "author_association": _association(repo, comment.author),
+        "updated_at": comment.updated,
+        "author_association": association(repo, comment.author),
         "url": f"{api}/issues/comments/{comment.id}",
         "issue_url": f"{api}/issues/{issue.number}",
         "html_url": (
@@ -390,7 +413,7 @@ def comment_json(call: Call, repo: Repo, issue: Issue, comment: Comment) -> Json
     }
 
 
-def _association(repo: Repo, login: str) -> str:
+def association(repo: Repo, login: str) -> str:
     if login == repo.owner:
         return "OWNER"
     return "COLLABORATOR" if login in repo.collaborators else "NONE"
@@ -569,7 +592,23 @@ def get_issue(call: Call, owner: str, name: str, number: str) -> Reply:
 def list_comments(call: Call, owner: str, name: str, number: str) -> Reply:
     repo = call.repo(owner, name)
     issue = call.issue(repo, number)
-    return 200, [comment_json(call, repo, issue, c) for c in issue.comments]
+    comments = list(issue.comments)
+    since = call.query.get("since")
+    if since is not None:
+        try:
+            cutoff = _instant(since)
+        except ValueError as e:
+            raise ApiError(
+                422, "Validation Failed", ({"field": "since", "code": "invalid"},)
+            ) from e
+        comments = [c for c in comments if _instant(c.updated) >= cutoff]
+    return 200, [comment_json(call, repo, issue, c) for c in call.page(comments)]
+
+
+def _instant(text: str) -> datetime.datetime:
+    """An ISO 8601 time; one without a zone is UTC, as GitHub reads it."""
+    moment = datetime.datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
 
 
 def create_comment(call: Call, owner: str, name: str, number: str) -> Reply:
@@ -607,8 +646,8 @@ def list_pulls(call: Call, owner: str, name: str) -> Reply:
             wanted_owner, _, wanted_ref = head.rpartition(":")
             if wanted_ref != issue.pull.head_ref or wanted_owner.lower() not in ("", head_owner):
                 continue
-        found.append(pull_json(call, repo, issue))
-    return 200, found
+        found.append(issue)
+    return 200, [pull_json(call, repo, issue) for issue in call.page(found)]
 
 
 def create_pull(call: Call, owner: str, name: str) -> Reply:
@@ -659,6 +698,9 @@ def update_pull(call: Call, owner: str, name: str, number: str) -> Reply:
 
 
 def _table() -> tuple[tuple[str, str, Handler], ...]:
+    # Here, not at the top: those modules build on this one's Call and payloads.
+    from shadowclone_testing.fakes.github import checks, pulls
+
     return (
         ("GET", "/user", get_authenticated_user),
         ("GET", "/users/{login}", get_user),
@@ -673,4 +715,16 @@ def _table() -> tuple[tuple[str, str, Handler], ...]:
         ("GET", "/repos/{owner}/{name}/pulls", list_pulls),
         ("POST", "/repos/{owner}/{name}/pulls", create_pull),
         ("PATCH", "/repos/{owner}/{name}/pulls/{number}", update_pull),
+        ("GET", "/repos/{owner}/{name}/pulls/{number}/reviews", pulls.list_reviews),
+        ("POST", "/repos/{owner}/{name}/pulls/{number}/reviews", pulls.create_review),
+        ("GET", "/repos/{owner}/{name}/pulls/{number}/comments", pulls.list_review_comments),
+        (
+            "POST",
+            "/repos/{owner}/{name}/pulls/{number}/comments/{comment_id}/replies",
+            pulls.create_reply,
+        ),
+        ("GET", "/repos/{owner}/{name}/commits/{ref+}/check-runs", checks.list_for_ref),
+        ("GET", "/repos/{owner}/{name}/check-runs/{run_id}", checks.get_check_run),
+        ("GET", "/repos/{owner}/{name}/check-runs/{run_id}/annotations", checks.list_annotations),
+        ("GET", "/repos/{owner}/{name}/actions/jobs/{job_id}/logs", checks.job_logs),
     )

@@ -11,6 +11,7 @@ import base64
 import contextlib
 import json
 import logging
+import math
 import socket
 import threading
 import time
@@ -20,14 +21,23 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import attrs
+
 from shadowclone_testing.fakes.github import git, openapi, rest
+from shadowclone_testing.fakes.github.extras import ExtrasStore, Verdict
 from shadowclone_testing.fakes.github.model import ApiError, LoggedRequest
-from shadowclone_testing.fakes.github.store import GitHubStore
 
 log = logging.getLogger(__name__)
 
+GRAPHQL_PATH = "/api/graphql"
+"""GitHub Enterprise's GraphQL beside its REST API at /api/v3."""
 
-class FakeGitHub(GitHubStore):
+ASSETS = "/user-attachments/assets/"
+SIGNED = "/_fake/"
+"""Where short-lived signed addresses point: `/_fake/logs/JOB` and `/_fake/assets/UUID`."""
+
+
+class FakeGitHub(ExtrasStore):
     """GitHub for tests and the demo, keeping its state in `state_dir` across restarts.
 
     Bind `host="0.0.0.0"` for clients in containers; the URLs in payloads follow the address
@@ -146,6 +156,13 @@ class FakeGitHub(GitHubStore):
     def clone_url(self, full_name: str) -> str:
         return f"{self.git_url}/{full_name}.git"
 
+    def upload_image(self, data: bytes, content_type: str, *, repo: str | None = None) -> str:
+        """An image pasted into an issue or comment of `repo`: the URL GitHub gives it. One
+        pasted in a private repository is served only to signed-in readers of it."""
+        return (
+            f"{self.url}/user-attachments/assets/{self.store_attachment(data, content_type, repo)}"
+        )
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -214,6 +231,10 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = self._git(path, query, body, user)
             elif path == rest.API_PREFIX or path.startswith(rest.API_PREFIX + "/"):
                 reply = self._rest(path.removeprefix(rest.API_PREFIX), query, body, user)
+            elif path == GRAPHQL_PATH:
+                reply = self._graphql(body, user)
+            elif path.startswith((ASSETS, SIGNED)):
+                reply = self._file(path, query, user)
             else:
                 reply = _json_reply(404, rest.error_body(ApiError(404, "Not Found")))
         except Exception as e:  # a bug here is a 500 for the client, as on GitHub
@@ -269,25 +290,95 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def _refuse_token(self, path: str) -> git.Reply:
-        if path.startswith(rest.API_PREFIX):
+        if path.startswith("/api/"):
             return _json_reply(401, rest.error_body(ApiError(401, "Bad credentials")))
         return _git_error(401, "Invalid username or token.")
 
     def _rest(self, path: str, query: str, body: bytes, user: str | None) -> git.Reply:
         fake = self.server.fake
+        verdict = fake.rate_verdict(user, self.client_address[0])
+        if verdict.refusal is not None:
+            return _rate_refusal(verdict, self.client_address[0])
         call = rest.Call(
             store=fake,
-            web=f"http://{self.headers.get('Host') or f'{fake.public_host}:{fake.port}'}",
+            web=self._web(),
             viewer=user,
             query=dict(urllib.parse.parse_qsl(query)),
             body=body,
+            path=path,
         )
         try:
             with fake.lock:
                 status, payload = self.server.router.handle(call, self.command, path)
         except ApiError as e:
             status, payload = e.status, rest.error_body(e)
+        reply = _json_reply(status, payload)
+        headers = (*reply.headers, *verdict.headers, *call.headers)
+        if payload is None:
+            return git.Reply(status, tuple(h for h in headers if h[0] != "Content-Type"), b"")
+        return attrs.evolve(reply, headers=headers)
+
+    def _web(self) -> str:
+        fake = self.server.fake
+        return f"http://{self.headers.get('Host') or f'{fake.public_host}:{fake.port}'}"
+
+    def _graphql(self, body: bytes, user: str | None) -> git.Reply:
+        fake = self.server.fake
+        if self.command != "POST":
+            return _json_reply(404, rest.error_body(ApiError(404, "Not Found")))
+        if user is None:
+            message = "This endpoint requires you to be authenticated."
+            return _json_reply(401, {"message": message, "documentation_url": rest.DOCS})
+        with fake.lock:
+            # Imported here: graphql-core is the tests', not the demo image's (which serves
+            # no GraphQL client).
+            from shadowclone_testing.fakes.github import graphql_api
+
+            status, payload = graphql_api.execute(fake, self._web(), user, body)
         return _json_reply(status, payload)
+
+    def _file(self, path: str, query: str, user: str | None) -> git.Reply:
+        """A pasted image (redirected to a signed address, as GitHub does) or what a signed
+        address opens: a job's log or an image."""
+        fake = self.server.fake
+        not_found = git.Reply(404, (("Content-Type", "text/plain"),), b"Not Found\n")
+        if path.startswith(ASSETS):
+            name = path.removeprefix(ASSETS)
+            found = fake.attachment(name)
+            if found is None:
+                return not_found
+            attachment, _ = found
+            with fake.lock:
+                repo = fake.state.repo(attachment.repo) if attachment.repo else None
+                hidden = repo is not None and repo.private and repo.permission(user) == "none"
+            if hidden:
+                return not_found
+            target = f"{SIGNED}assets/{name}"
+            location = f"{self._web()}{target}?token={fake.sign(target)}"
+            return git.Reply(302, (("Location", location),), b"")
+        token = dict(urllib.parse.parse_qsl(query)).get("token", "")
+        if not fake.signed(token, path):
+            return git.Reply(403, (("Content-Type", "text/plain"),), b"Request has expired\n")
+        kind, _, name = path.removeprefix(SIGNED).partition("/")
+        if kind == "assets":
+            found = fake.attachment(name)
+            if found is None:
+                return not_found
+            attachment, data = found
+            return git.Reply(200, (("Content-Type", attachment.content_type),), data)
+        with fake.lock:
+            log_text = next(
+                (
+                    run.log
+                    for repo in fake.state.repos.values()
+                    for run in repo.check_runs
+                    if kind == "logs" and str(run.job_id) == name and run.log is not None
+                ),
+                None,
+            )
+        if log_text is None:
+            return not_found
+        return git.Reply(200, (("Content-Type", "text/plain"),), log_text.encode())
 
     def _git(self, path: str, query: str, body: bytes, user: str | None) -> git.Reply:
         fake = self.server.fake
@@ -320,6 +411,30 @@ class _Handler(BaseHTTPRequestHandler):
         if pushing and self.command == "POST" and reply.status == 200:
             fake._pushed(full_name)
         return reply
+
+
+def _rate_refusal(verdict: Verdict, client: str) -> git.Reply:
+    """GitHub's answer past a rate limit: the primary kind names the user (or address) and
+    resets at `x-ratelimit-reset`; the secondary kind says how long to wait in `retry-after`."""
+    refusal = verdict.refusal
+    assert refusal is not None
+    if refusal.kind == "primary":
+        who = f"user ID {verdict.user_id}" if verdict.user_id is not None else client
+        message = f"API rate limit exceeded for {who}."
+        docs = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+        extra: tuple[tuple[str, str], ...] = ()
+    else:
+        message = (
+            "You have exceeded a secondary rate limit. Please wait a few minutes before you "
+            "try again."
+        )
+        docs = (
+            "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+            "#about-secondary-rate-limits"
+        )
+        extra = (("retry-after", str(math.ceil(refusal.seconds))),)
+    reply = _json_reply(refusal.status, {"message": message, "documentation_url": docs})
+    return attrs.evolve(reply, headers=(*reply.headers, *verdict.headers, *extra))
 
 
 def _git_error(status: int, message: str) -> git.Reply:

@@ -336,17 +336,6 @@ class GitHubStore:
             self._save()
             return issue
 
-    def add_comment(self, full_name: str, number: int, *, author: str, body: str) -> Comment:
-        with self.lock:
-            repo = self._repo(full_name)
-            issue = self.issue(full_name, number)
-            comment = Comment(id=self.state.next_id(), author=author, body=body, created_at=now())
-            repo.issues[number] = attrs.evolve(
-                issue, comments=(*issue.comments, comment), updated_at=comment.created_at
-            )
-            self._save()
-            return comment
-
     # ------------------------------------------------------------------------- internals
 
     @property
