@@ -16,7 +16,7 @@ import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from shadowclone_testing.fakes.github import Annotation, FakeGitHub
+from shadowclone_testing.fakes.github import Annotation, FakeGitHub, openapi
 from shadowclone_testing.fakes.github.paging import paginate
 
 ORIGINAL = "".join(f"line {n}\n" for n in range(1, 41))
@@ -70,6 +70,8 @@ def call(
     connection = http.client.HTTPConnection("127.0.0.1", gh.port, timeout=30)
     try:
         headers = {"Authorization": f"token {token}"} if token else {}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
         connection.request(
             method, path, body=None if body is None else json.dumps(body), headers=headers
         )
@@ -202,6 +204,10 @@ def test_comments_since_a_time_and_edited_ones(world: World) -> None:
         ("new", "2024-03-01T00:00:00Z", "2024-03-01T00:00:00Z"),
     ]
     assert call(gh, "GET", f"{base}?since=yesterday", token=world.owner).status == 422
+    # A wrong request on purpose: GitHub's description says so too, when it is there to check.
+    wrong = "GET /repos/{owner}/{repo}/issues/{issue_number}/comments: request: query since: "
+    expected = [wrong + "'yesterday' is not a 'date-time'"] if openapi.find_description() else []
+    assert gh.take_openapi_violations() == expected
 
 
 def test_a_deleted_user_is_nobody_in_every_payload(world: World) -> None:
