@@ -51,7 +51,11 @@ def review_json(call: Call, repo: Repo, issue: Issue, review: Review) -> Json:
 
 
 def review_comment_json(call: Call, repo: Repo, issue: Issue, comment: ReviewComment) -> Json:
-    """A review comment; an outdated thread's comments have no `line` or `position` now."""
+    """A review comment; an outdated thread's comments have no `line` or `position` now.
+
+    GitHub's description of `pull-request-review-comment` allows neither of those as null
+    (integers, not nullable, not required), nor a null `start_side` (its enum is LEFT and
+    RIGHT only): so a field with no value is left out, not sent as null."""
     root = comment
     if comment.in_reply_to is not None:
         root = next((c for c in issue.review_comments if c.id == comment.in_reply_to), comment)
@@ -68,8 +72,6 @@ def review_comment_json(call: Call, repo: Repo, issue: Issue, comment: ReviewCom
         "node_id": f"PRRC_{comment.id}",
         "diff_hunk": comment.diff_hunk,
         "path": comment.path,
-        "position": None if outdated else comment.position,
-        "original_position": comment.position,
         "commit_id": comment.commit_id if outdated else head,
         "original_commit_id": comment.commit_id,
         "user": author_json(call, comment.author),
@@ -86,12 +88,18 @@ def review_comment_json(call: Call, repo: Repo, issue: Issue, comment: ReviewCom
         },
         "start_line": None if outdated else comment.start_line,
         "original_start_line": comment.start_line,
-        "start_side": comment.start_side,
-        "line": None if outdated else comment.line,
         "original_line": comment.line,
         "side": comment.side,
         "subject_type": "line",
     }
+    if comment.start_side is not None:
+        data["start_side"] = comment.start_side
+    if not outdated:
+        data["line"] = comment.line
+    if comment.position is not None:
+        data["original_position"] = comment.position
+        if not outdated:
+            data["position"] = comment.position
     if comment.in_reply_to is not None:
         data["in_reply_to_id"] = comment.in_reply_to
     return data
