@@ -161,6 +161,18 @@ def author_json(call: Call, login: str) -> Json | None:
     return None if call.store.is_deleted(login) else user_json(call, login)
 
 
+GHOST = "ghost"
+"""The account GitHub shows in a deleted one's place."""
+
+
+def pull_author_json(call: Call, login: str) -> Json:
+    """The author of a pull request: GitHub's description makes it a `simple-user`, never
+    null, so a deleted account's pull request shows GitHub's `ghost` account instead."""
+    if not call.store.is_deleted(login):
+        return user_json(call, login)
+    return {**user_json(call, GHOST), "id": 10137, "node_id": "MDQ6VXNlcjEwMTM3", "type": "User"}
+
+
 def repo_json(call: Call, repo: Repo) -> Json:
     """GitHub's `full-repository` (a superset of the `repository` pull requests hold)."""
     api = f"{call.api}/repos/{repo.full_name}"
@@ -338,7 +350,7 @@ def pull_json(call: Call, repo: Repo, issue: Issue) -> Json:
         "number": issue.number,
         "title": issue.title,
         "body": issue.body,
-        "user": author_json(call, issue.author),
+        "user": pull_author_json(call, issue.author),
         "state": issue.state,
         "draft": pull.draft,
         "labels": [],
