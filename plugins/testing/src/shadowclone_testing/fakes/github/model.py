@@ -48,7 +48,8 @@ class User:
     email: str
     id: int
     deleted: bool = False
-    """A deleted account: GitHub shows its content with no author (`null`, the "ghost")."""
+    """A deleted account: GitHub shows its content with no author (`null`), or where its REST
+    description allows no null (a pull request's `user`), as its `ghost` account."""
 
 
 @attrs.frozen
