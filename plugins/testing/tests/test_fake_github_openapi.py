@@ -235,3 +235,22 @@ def test_a_file_path_with_slashes_is_one_parameter(
     assert gh.take_openapi_violations()[0].startswith(
         "GET /repos/{owner}/{repo}/contents/{path}: response 200: "
     )
+
+
+def test_a_ref_with_slashes_on_a_path_the_fake_lacks_is_githubs_one_parameter(
+    gh: FakeGitHub,
+) -> None:
+    """GitHub has `PATCH /repos/{owner}/{repo}/git/refs/{ref}` (a ref like `heads/main`): a
+    client calling it is told what it sent wrong, not that GitHub has no such path."""
+    token = a_repo(gh)
+    call(gh, "PATCH", "/repos/octo/hello/git/refs/heads/main", token, {"sha": 3})
+    assert gh.take_openapi_violations() == [
+        "PATCH /repos/{owner}/{repo}/git/refs/{ref}: request: body.sha: 3 is not of type 'string'"
+    ]
+    # A path GitHub has segment by segment (commits/{ref}/status) stays as it is, not a ref
+    # `main/status` of commits/{ref}.
+    call(gh, "PATCH", "/repos/octo/hello/commits/main/status", token, {})
+    assert gh.take_openapi_violations() == [
+        "PATCH /repos/octo/hello/commits/main/status: request: "
+        "no such operation in GitHub's description"
+    ]

@@ -53,6 +53,10 @@ TOOLS_FOLDER = Path("tools", "github-openapi", "node_modules")
 
 Json = dict[str, Any]
 
+SLASHED = frozenset({"ref", "path", "branch"})
+"""The path parameters GitHub takes with slashes in them when they end a path (a ref like
+`heads/main`, a file's path, a branch name), where openapi-core matches one segment only."""
+
 
 @attrs.frozen
 class Pins:
@@ -121,12 +125,12 @@ def _content_type(headers: Iterable[tuple[str, str]]) -> str:
 class _Request:
     """openapi-core's request protocol over an `Exchange`."""
 
-    def __init__(self, host_url: str, exchange: Exchange) -> None:
+    def __init__(self, host_url: str, path: str, exchange: Exchange) -> None:
         from openapi_core.datatypes import RequestParameters
         from werkzeug.datastructures import Headers, ImmutableMultiDict
 
         self.host_url = host_url
-        self.path = _one_segment_parameters(exchange.path)
+        self.path = path
         self.method = exchange.method.lower()
         self.body: bytes | None = exchange.request_body or None
         self.content_type = _content_type(exchange.request_headers.items())
@@ -196,25 +200,63 @@ class Description:
         self.served: OpenAPI = OpenAPI.from_dict(pruned, config=config)
         self.whole: OpenAPI = OpenAPI.from_dict(document, config=config)
         self._basic_error = document["components"]["schemas"]["basic-error"]
+        self._templates = tuple(document["paths"])
+
+    @functools.cached_property
+    def _spanning(self) -> tuple[re.Pattern[str], ...]:
+        """For each template ending in a parameter GitHub takes with slashes: a pattern whose
+        parameter takes the rest of the path, longest literal start first."""
+        found = []
+        for template in self._templates:
+            head, slash, last = template.rpartition("/")
+            if slash and last.strip("{}") in SLASHED and not head.endswith("}"):
+                start = re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(head + "/"))
+                found.append(re.compile(f"^{start}(?P<rest>.+/.+)$"))
+        return tuple(sorted(found, key=lambda p: -len(p.pattern)))
+
+    def _path(self, method: str, path: str, routed: bool) -> str:
+        """`path` as openapi-core matches it: slashes in a rest-of-path parameter as `%2F`
+        (see `_one_segment_parameters`), also for a path the fake has no route for (a client
+        calling GitHub's `PATCH /repos/{owner}/{repo}/git/refs/{ref}` with `heads/main`) that
+        matches no template segment by segment."""
+        from openapi_core.templating.paths.exceptions import PathError, PathNotFound
+        from openapi_core.templating.paths.finders import APICallPathFinder
+
+        if routed:
+            return _one_segment_parameters(path)
+        try:
+            APICallPathFinder(self.whole.spec).find(method, self.host_url + path)
+        except PathNotFound:
+            pass
+        except PathError:  # the path is GitHub's, segment by segment; the method is not
+            return path
+        else:
+            return path
+        for pattern in self._spanning:
+            match = pattern.match(path)
+            if match is not None:
+                return path[: match.start("rest")] + match["rest"].replace("/", "%2F")
+        return path
 
     def check(self, exchange: Exchange) -> list[str]:
         """What in `exchange` breaks the description, each readable on its own line."""
         routed = any(p.match(exchange.path) for p in self.served_patterns)
         openapi = self.served if routed else self.whole
-        request = _Request(self.host_url, exchange)
+        path = self._path(exchange.method.lower(), exchange.path, routed)
+        request = _Request(self.host_url, path, exchange)
         found = [
             f"request: {line}"
             for error in openapi.iter_request_errors(request)
             for line in _describe(error)
         ]
         if any(line.startswith("request: no ") for line in found):
-            return [self._name(openapi, exchange) + ": " + line for line in found]
+            return [self._name(openapi, exchange, path) + ": " + line for line in found]
         response = _Response(exchange)
         for error in openapi.iter_response_errors(request, response):
             if self._undeclared_error_status(error, exchange):
                 continue
             found += [f"response {exchange.status}: {line}" for line in _describe(error)]
-        return [self._name(openapi, exchange) + ": " + line for line in found]
+        return [self._name(openapi, exchange, path) + ": " + line for line in found]
 
     def _undeclared_error_status(self, error: Exception, exchange: Exchange) -> bool:
         """An allowed quirk: GitHub's error statuses on operations that do not list them."""
@@ -229,14 +271,14 @@ class Description:
             return False
         return bool(OAS30Validator(self._basic_error).is_valid(body))
 
-    def _name(self, openapi: OpenAPI, exchange: Exchange) -> str:
+    def _name(self, openapi: OpenAPI, exchange: Exchange, path: str) -> str:
         """`METHOD /template` as the description names the operation, or the path itself."""
         from openapi_core.templating.paths.exceptions import PathError
         from openapi_core.templating.paths.finders import APICallPathFinder
 
         try:
             found = APICallPathFinder(openapi.spec).find(
-                exchange.method.lower(), self.host_url + _one_segment_parameters(exchange.path)
+                exchange.method.lower(), self.host_url + path
             )
         except PathError:
             return f"{exchange.method} {exchange.path}"
