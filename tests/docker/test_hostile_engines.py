@@ -85,10 +85,13 @@ def git(*args, data=None):
     return done.stdout if done.returncode == 0 else None
 
 
-def http(method, url, token=None, proxy=None):
+def http(method, url, token=None, proxy=None, body=None):
     headers = {"Authorization": f"token {token}"} if token else {}
-    request = urllib.request.Request(url, method=method, headers=headers,
-                                     data=b"{}" if method != "GET" else None)
+    data = None
+    if method != "GET":
+        headers["Content-Type"] = "application/json"
+        data = json.dumps(body or {}).encode()
+    request = urllib.request.Request(url, method=method, headers=headers, data=data)
     handlers = [urllib.request.ProxyHandler({"http": proxy} if proxy else {})]
     try:
         with urllib.request.build_opener(*handlers).open(request, timeout=10) as answer:
@@ -131,7 +134,8 @@ found = sorted({v for v in os.environ.values() if len(v) >= 20 and " " not in v}
 for token in [None, *found]:
     label = "anonymous" if token is None else "with-a-found-value"
     attempt(f"rest-move-main-{label}",
-            lambda: http("PATCH", f"{api}/repos/owner/app/git/refs/heads/main", token))
+            lambda: http("PATCH", f"{api}/repos/owner/app/git/refs/heads/main", token,
+                         body={"sha": "0" * 40}))
     attempt(f"rest-merge-{label}",
             lambda: http("PUT", f"{api}/repos/owner/app/pulls/{merge}/merge", token))
 if not os.environ.get("SHADOWCLONE_OPEN_NETWORK"):

@@ -60,7 +60,8 @@ attack write-request sh -c "echo '{}' > '$RUN/request.json'"
 attack git-token sh -c 'test -n "${SHADOWCLONE_GIT_TOKEN:-}" && echo "$SHADOWCLONE_GIT_TOKEN"'
 attack push-no-verify git push --no-verify origin HEAD:refs/heads/main
 attack push-url git push --no-verify "$CLONE_URL" HEAD:refs/heads/main
-attack rest-api curl -sf -X PATCH -d '{"sha": "0000000000000000000000000000000000000000"}' \
+attack rest-api curl -sf -X PATCH -H 'Content-Type: application/json' \
+    -d '{"sha": "0000000000000000000000000000000000000000"}' \
     "$API/repos/you/app/git/refs/heads/main"
 # Code for the run program to run when it saves the work.
 git config core.fsmonitor "$MARK/hook fsmonitor"
