@@ -540,3 +540,31 @@ def test_codex_on_a_chatgpt_plan_refreshes_through_the_proxy_and_the_next_clone_
         seen = world.github.read_file("owner/app", pull.pull.head_ref, "AUTH_SEEN.txt") or ""
         assert "shadowclone-placeholder-chatgpt-access-token" in seen
         assert "fake-access" not in seen and "fake-refresh" not in seen
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_the_next_clone_on_a_pull_request_resumes_the_session_that_made_it(
+    world: World, engine: str
+) -> None:
+    """In containers, with the engine a user of its own: the clone that opened the pull
+    request keeps its engine's session, serve gives it to the next clone on the pull request,
+    and that clone's engine resumes it (the model sees the earlier tool's output)."""
+    world.use(engine)
+    number = world.issue("Remember this")
+    script(world.model, Shell("echo remember-me > NOTE.md && echo wrote-the-note"), Text("Noted."))
+    with serving(world.node, SETTINGS):
+        first = world.node.start(f"owner/app#{number}").id
+        made = world.ended(first)
+        assert made.pr_url is not None, world.steps(first)
+        before = len(world.model.model_requests())
+        script(world.model, Shell("echo signed >> NOTE.md"), Text("Signed."))
+        second = world.node.start(f"owner/app#{made.pr_url.rsplit('/', 1)[1]}").id
+        ended = world.ended(second)
+    steps = world.steps(second)
+    assert (ended.state, ended.outcome) == (State.DONE, Outcome.DONE), steps
+    said = f"the engine goes on with the session of clone {first}, which worked on this pull "
+    assert f"{said}request" in steps, steps
+    resumed = world.model.model_requests()[before]
+    assert resumed.contains("wrote-the-note") and resumed.contains("Remember this")
+    branch = "shadowclone/1-remember-this"
+    assert world.github.read_file("owner/app", branch, "NOTE.md") == "remember-me\nsigned\n"

@@ -84,7 +84,7 @@ class Sessions:
             left = MAX_SESSION_BYTES
             contents: list[bytes] = []
             for name in names:
-                data = files.read_beneath(task.state_dir, name, left)
+                data = self.identity.read(task.state_dir, name, left)
                 left -= len(data)
                 contents.append(self._redacted(data))
             write_session(self.folder.saved_session_dir, session, contents)
