@@ -1117,3 +1117,65 @@ def test_a_session_the_engine_cannot_resume_is_left_for_a_fresh_one(world: World
     assert any(t.startswith("the engine could not go on with clone c-1's session") for t in texts)
     assert "Started afresh." in texts
     assert requests[0].contains("Feature") and not requests[0].contains("No conversation found")
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+@pytest.mark.parametrize("cap", ["turns", "cost"])
+def test_a_cap_reached_by_a_turn_whose_checks_fail_holds_the_fix_turn(
+    world: World, engine: str, cap: str
+) -> None:
+    """The turn reaches the clone's cap and its checks fail: before the checks go back to the
+    engine as a new turn the owner is asked, no request reaches the model meanwhile, and
+    "finish" leaves the fix turn unrun: the draft holds only the work up to the cap."""
+    gh = world.github
+    number = gh.create_issue("owner/app", author="owner", title="Capped checks")
+    caps = Caps(turns=1) if cap == "turns" else Caps(cost_usd=0.01)
+    with models(Shell("echo work > WORK.md"), Text("Wrote WORK.md.")) as server:
+        server.rule = lambda request: (
+            Shell("echo fixed > FIXED.md") if request.contains("FIXED.md is missing") else None
+        )
+        folder = world.on(
+            engine,
+            number,
+            server,
+            caps=caps,
+            check_commands=(CHECK,),
+            fix_rounds=1,
+            price=Price(1e6, 1e6),  # Codex's tokens priced (Claude Code prices its own)
+        )
+        seen: list[int] = []
+
+        def finish_at_the_question() -> None:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                lines, _, _ = folder.progress()
+                if any(line.final for line in lines):
+                    return
+                asked = [line.question for line in lines if line.question is not None]
+                if asked:
+                    before = len(server.model_requests())
+                    time.sleep(2)  # nothing may leave while the owner is asked
+                    seen.append(len(server.model_requests()) - before)
+                    deliver(folder, asked[0].id, "finish now")
+                    return
+                time.sleep(0.05)
+
+        owner = threading.Thread(target=finish_at_the_question)
+        owner.start()
+        code, lines = world.run(folder)
+        owner.join()
+        requests = server.model_requests()
+    texts = [line.text for line in lines]
+    assert (code, lines[-1].outcome) == (0, Outcome.STOPPED), texts
+    assert seen == [0], "a model request went out while the owner was asked"
+    assert not [r for r in requests if r.contains("FIXED.md is missing")], "the fix turn ran"
+    assert "the checks failed: they go back to the engine (fix round 1 of 1)" not in texts
+    asked = [line.question for line in lines if line.question is not None]
+    assert len(asked) == 1 and asked[0].cap
+    named = "its cap of 1 turns" if cap == "turns" else "its cost cap of $0.01"
+    assert named in asked[0].text and named in (lines[-1].report or "")
+    [pull] = gh.pull_requests("owner/app")
+    assert pull.pull is not None and pull.pull.draft
+    branch = "shadowclone/1-capped-checks"
+    assert gh.read_file("owner/app", branch, "WORK.md") == "work\n"
+    assert gh.read_file("owner/app", branch, "FIXED.md") is None

@@ -72,7 +72,7 @@ from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
 from shadowclone.run.cloning import clone_url_for
 from shadowclone.run.context import Context, Trust, gather
 from shadowclone.run.drive import EngineResult, supervise_engine
-from shadowclone.run.drive.caps import CapWatch, Reached, priced
+from shadowclone.run.drive.caps import CapGate, CapWatch, Reached, priced
 from shadowclone.run.engine_settings import take_from_base
 from shadowclone.run.github import GithubClient, ReviewThread
 from shadowclone.run.headstart import PRIVATE_AREA, HeadStart
@@ -160,6 +160,8 @@ class CloneRun:
         """The repository's clone, begun as soon as the target names it."""
         self.caps = CapWatch(request.caps)
         """What the engine has used of the clone's caps (counted from the engine's start)."""
+        self.cap_gate = CapGate(self.caps, self._on_cap)
+        """Holds the working engine's model requests at a reached cap."""
         self._held = 0
         """Model requests waiting at the proxy for the login's usage limit to reset (those of
         a review's consultation; the working session is ended instead)."""
@@ -610,6 +612,7 @@ class CloneRun:
         proxy = ModelProxy(upstream, credential, outbound_proxy=outbound)
         proxy.on_usage_limit = self._on_usage_limit
         proxy.on_overload = self._on_overload
+        proxy.gate = self._admit
         await proxy.start_tcp()
         return proxy
 
@@ -834,6 +837,7 @@ class CloneRun:
         self._note_proxy()
         self._prepare_upstream()
         self.caps = CapWatch(self.request.caps)
+        self.cap_gate = CapGate(self.caps, self._on_cap)
         while True:
             if early is not None:
                 launched = await early[1].launch(task)
@@ -853,8 +857,7 @@ class CloneRun:
                         self.request.stall_timeout_s,
                         on_idle=self._reviews_between_turns,
                         close_inbox=self.close_inbox,
-                        caps=self.caps,
-                        on_cap=self._on_cap,
+                        gate=self.cap_gate,
                         # Held at the proxy, or being ended for the usage limit: no stall.
                         held=lambda: self._held > 0 or self._resume_at is not None,
                     )
@@ -910,12 +913,13 @@ class CloneRun:
             and self._resume_at is None
         )
 
+    async def _admit(self) -> None:
+        """Before each model request leaves the proxy: none goes past a cap (`CapGate`)."""
+        await self.cap_gate.admit()
+
     async def _on_cap(self, reached: Reached) -> bool:
-        """A cap is reached: hold the engine's model requests and ask the owner whether to
-        raise the cap (and go on, in the same session) or finish; True goes on."""
-        proxy = self.model_proxy
-        if proxy is not None:
-            proxy.open.clear()
+        """A cap is reached (the engine's model requests held at the proxy): ask the owner
+        whether to raise the cap (and go on, in the same session) or finish; True goes on."""
         self.progress.note(Step.ENGINE, f"paused: the clone reached {reached.describe()}")
         raise_it, finish = f"raise the cap by {reached.step()}", "finish now"
         question = (
@@ -929,8 +933,6 @@ class CloneRun:
             return False
         caps = self.caps.raise_cap(reached.kind)
         self.progress.note(Step.ENGINE, f"the owner raised the cap; caps now {caps.describe()}")
-        if proxy is not None:
-            proxy.open.set()
         return True
 
     async def _consult(self, prompt: str) -> str:
