@@ -166,3 +166,36 @@ def test_the_owners_own_issue_keeps_the_network(owner: Owner) -> None:
     owner.serving([Write("mine.txt", "mine\n")])
     clone_id = owner.start(f"you/app#{number}")
     assert owner.wait(clone_id, State.DONE).handoffs == 0
+
+
+def test_the_next_clone_on_a_pull_request_goes_on_with_the_earlier_clones_session(
+    owner: Owner,
+) -> None:
+    """The clone that made a pull request keeps its engine's session; serve gives it to the
+    next clone on that pull request, whose engine resumes it; removing the earlier clones
+    leaves the next one nothing to resume."""
+    number = owner.github.create_issue("you/app", author="you", title="Add a greeting")
+    owner.serving([Write("GREETING.md", "hello\n"), Say("done")])
+    first = owner.start(f"you/app#{number}")
+    made = owner.wait(first, State.DONE, State.FAILED)
+    assert made.state is State.DONE and made.pr_url is not None
+    pull = int(made.pr_url.rsplit("/", 1)[1])
+    assert (RunFolder(owner.home.clones_dir / first).saved_session_dir / "session.json").is_file()
+    second = owner.start(f"you/app#{pull}")
+    assert owner.wait(second, State.DONE, State.FAILED).state is State.DONE
+    said = RunFolder(owner.home.clones_dir / second).progress_file.read_text()
+    assert f"the engine goes on with the session of clone {first}" in said
+    assert "I remember my earlier session, which began: you/app#1: Add a greeting" in said
+    # The second clone keeps the session on: the third resumes it from the second.
+    assert owner.cli("rm", first).code == 0
+    third = owner.start(f"you/app#{pull}")
+    assert owner.wait(third, State.DONE, State.FAILED).state is State.DONE
+    said = RunFolder(owner.home.clones_dir / third).progress_file.read_text()
+    assert f"the engine goes on with the session of clone {second}" in said
+    assert "which began: you/app#1: Add a greeting" in said
+    assert owner.cli("rm", second).code == 0
+    assert owner.cli("rm", third).code == 0
+    fourth = owner.start(f"you/app#{pull}")
+    assert owner.wait(fourth, State.DONE, State.FAILED).state is State.DONE
+    said = RunFolder(owner.home.clones_dir / fourth).progress_file.read_text()
+    assert "goes on with the session" not in said and "I remember" not in said

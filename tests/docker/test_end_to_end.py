@@ -10,6 +10,7 @@ import json
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 import attrs
 import docker
@@ -25,7 +26,7 @@ from shadowclone.plugin import Outcome, load_registry
 from shadowclone.run.prompt import RESUME_PROMPT
 from shadowclone.setup import setup_repository
 from shadowclone_docker_launch.commands import build_environment, describe
-from shadowclone_docker_launch.launcher import SPARE_PREFIX
+from shadowclone_docker_launch.launcher import LABEL_SCOPE, SPARE_PREFIX
 from shadowclone_testing.containers import (
     ANTHROPIC_KEY,
     MESSAGE,
@@ -50,6 +51,17 @@ from shadowclone_testing.fakes.models import (
 )
 from shadowclone_testing.harness import set_up
 from shadowclone_testing.serving import ServeProcess, serving
+
+
+def running_clones(world: World) -> list[Any]:
+    """The running containers of this test's clones (its clones folder's label): never another
+    test's, nor one an earlier test left; spares and model proxies left out."""
+    scope = f"{LABEL_SCOPE}={world.paths.clones_dir.absolute()}"
+    found = world.client.containers.list(filters={"label": scope}, ignore_removed=True)
+    names = [(container, container.name or "") for container in found]
+    return [
+        c for c, name in names if not name.endswith("-proxy") and not name.startswith(SPARE_PREFIX)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -453,12 +465,8 @@ def test_a_review_of_a_strangers_pull_request_runs_the_engine_with_the_network_o
 
     def note_network(request: ModelRequest) -> Reply | None:
         # Asked while the engine's request is open: where does the engine's container sit?
-        for container in world.client.containers.list(
-            filters={"name": "shadowclone-"}, ignore_removed=True
-        ):
-            name = container.name or ""
-            if not name.endswith("-proxy") and not name.startswith(SPARE_PREFIX):
-                networks.append(container.attrs["HostConfig"]["NetworkMode"])
+        for container in running_clones(world):
+            networks.append(container.attrs["HostConfig"]["NetworkMode"])
         return None
 
     world.model.rule = note_network
@@ -499,12 +507,8 @@ def test_codex_on_a_chatgpt_plan_refreshes_through_the_proxy_and_the_next_clone_
     networks: list[str] = []
 
     def expire_then_note(request: ModelRequest) -> Reply | None:
-        for container in world.client.containers.list(
-            filters={"name": "shadowclone-"}, ignore_removed=True
-        ):
-            name = container.name or ""
-            if not name.endswith("-proxy") and not name.startswith(SPARE_PREFIX):
-                networks.append(container.attrs["HostConfig"]["NetworkMode"])
+        for container in running_clones(world):
+            networks.append(container.attrs["HostConfig"]["NetworkMode"])
         login.expire()  # the next request of this clone finds its access token expired
         return None
 
@@ -540,3 +544,31 @@ def test_codex_on_a_chatgpt_plan_refreshes_through_the_proxy_and_the_next_clone_
         seen = world.github.read_file("owner/app", pull.pull.head_ref, "AUTH_SEEN.txt") or ""
         assert "shadowclone-placeholder-chatgpt-access-token" in seen
         assert "fake-access" not in seen and "fake-refresh" not in seen
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_the_next_clone_on_a_pull_request_resumes_the_session_that_made_it(
+    world: World, engine: str
+) -> None:
+    """In containers, with the engine a user of its own: the clone that opened the pull
+    request keeps its engine's session, serve gives it to the next clone on the pull request,
+    and that clone's engine resumes it (the model sees the earlier tool's output)."""
+    world.use(engine)
+    number = world.issue("Remember this")
+    script(world.model, Shell("echo remember-me > NOTE.md && echo wrote-the-note"), Text("Noted."))
+    with serving(world.node, SETTINGS):
+        first = world.node.start(f"owner/app#{number}").id
+        made = world.ended(first)
+        assert made.pr_url is not None, world.steps(first)
+        before = len(world.model.model_requests())
+        script(world.model, Shell("echo signed >> NOTE.md"), Text("Signed."))
+        second = world.node.start(f"owner/app#{made.pr_url.rsplit('/', 1)[1]}").id
+        ended = world.ended(second)
+    steps = world.steps(second)
+    assert (ended.state, ended.outcome) == (State.DONE, Outcome.DONE), steps
+    said = f"the engine goes on with the session of clone {first}, which worked on this pull "
+    assert f"{said}request" in steps, steps
+    resumed = world.model.model_requests()[before]
+    assert resumed.contains("wrote-the-note") and resumed.contains("Remember this")
+    branch = "shadowclone/1-remember-this"
+    assert world.github.read_file("owner/app", branch, "NOTE.md") == "remember-me\nsigned\n"

@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,9 +29,11 @@ from shadowclone.node.schemas import (
     ProgressLine,
     Request,
     ResumeMarker,
+    SavedSession,
     StopMarker,
     dumps,
 )
+from shadowclone.node.sessions import copy_session, read_session, write_session
 from shadowclone.node.target import Target
 from shadowclone.plugin.contract import RUN_FOLDER_VARIABLE, SECRETS_VARIABLE
 from shadowclone.plugin.types import Outcome
@@ -1053,3 +1056,126 @@ def test_a_reviews_engine_gets_no_github_reads(world: World) -> None:
         results = next(r for r in server.model_requests() if r.tool_results()).tool_results()
     assert code == 0
     assert [r.removeprefix("text") for r in results] == ["Reading GitHub is off for this clone."]
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_the_next_clone_on_a_pull_request_resumes_the_session_that_made_it(
+    world: World, engine: str
+) -> None:
+    """The clone that opened a pull request keeps its engine's session in its run folder;
+    given it (as serve gives it), the next clone on the pull request resumes it, so the model
+    sees the earlier work, a tool's output included, and then the new task."""
+    gh = world.github
+    number = gh.create_issue("owner/app", author="owner", title="Remember this")
+    work = Shell("echo remember-me-42 > NOTE.md && echo wrote-the-note")
+    with models(work, Text("Wrote the note.")) as server:
+        first = world.on(engine, number, server)
+        code, lines = world.run(first)
+    texts = [line.text for line in lines]
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), texts
+    assert any(t.endswith("is kept for the next clone on the pull request") for t in texts)
+    saved, contents = read_session(first.saved_session_dir)
+    assert (saved.engine, saved.login) == (engine, LOGINS[engine])
+    assert any(b"wrote-the-note" in data for data in contents)
+    [pull] = [p.number for p in gh.pull_requests("owner/app")]
+    gh.add_comment("owner/app", pull, author="owner", body="Now sign the note.")
+    with models(Shell("echo signed >> NOTE.md"), Text("Signed.")) as server:
+        second = world.on(engine, pull, server)
+        copy_session(first.saved_session_dir, second.given_session_dir, first.id)
+        code, lines = world.run(second)
+        requests = server.model_requests()
+    texts = [line.text for line in lines]
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), texts
+    resumed = f"the engine goes on with the session of clone {first.id}, which worked on this "
+    assert f"{resumed}pull request" in texts
+    assert requests[0].contains("wrote-the-note") and requests[0].contains("Remember this")
+    assert "Now sign the note." in (requests[0].last_user_text() or "")
+    assert gh.read_file("owner/app", "shadowclone/1-remember-this", "NOTE.md") == (
+        "remember-me-42\nsigned\n"
+    )
+    # The session goes on: the second clone keeps it, with both clones' work in it.
+    resaved, contents = read_session(second.saved_session_dir)
+    assert resaved.session_id == saved.session_id
+    assert any(b"wrote-the-note" in data and b"signed" in data for data in contents)
+
+
+def test_a_session_the_engine_cannot_resume_is_left_for_a_fresh_one(world: World) -> None:
+    """A given session whose transcript is gone: Claude Code ends at once, and the clone starts
+    a new session from the conversation, saying so."""
+    gh = world.github
+    pull = gh.create_pull_request(
+        "owner/app", author="owner", branch="feature", title="Feature", files={"a.txt": "a\n"}
+    )
+    lost = SavedSession("claude", "claude-api-key", str(uuid.uuid4()), ())
+    with models(Text("Started afresh.")) as server:
+        folder = world.folder(pull, server)
+        write_session(folder.given_session_dir, attrs.evolve(lost, clone_id="c-1"), [])
+        code, lines = world.run(folder)
+        requests = server.model_requests()
+    texts = [line.text for line in lines]
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), "\n".join(texts)
+    assert any(t.startswith("the engine could not go on with clone c-1's session") for t in texts)
+    assert "Started afresh." in texts
+    assert requests[0].contains("Feature") and not requests[0].contains("No conversation found")
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+@pytest.mark.parametrize("cap", ["turns", "cost"])
+def test_a_cap_reached_by_a_turn_whose_checks_fail_holds_the_fix_turn(
+    world: World, engine: str, cap: str
+) -> None:
+    """The turn reaches the clone's cap and its checks fail: before the checks go back to the
+    engine as a new turn the owner is asked, no request reaches the model meanwhile, and
+    "finish" leaves the fix turn unrun: the draft holds only the work up to the cap."""
+    gh = world.github
+    number = gh.create_issue("owner/app", author="owner", title="Capped checks")
+    caps = Caps(turns=1) if cap == "turns" else Caps(cost_usd=0.01)
+    with models(Shell("echo work > WORK.md"), Text("Wrote WORK.md.")) as server:
+        server.rule = lambda request: (
+            Shell("echo fixed > FIXED.md") if request.contains("FIXED.md is missing") else None
+        )
+        folder = world.on(
+            engine,
+            number,
+            server,
+            caps=caps,
+            check_commands=(CHECK,),
+            fix_rounds=1,
+            price=Price(1e6, 1e6),  # Codex's tokens priced (Claude Code prices its own)
+        )
+        seen: list[int] = []
+
+        def finish_at_the_question() -> None:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                lines, _, _ = folder.progress()
+                if any(line.final for line in lines):
+                    return
+                asked = [line.question for line in lines if line.question is not None]
+                if asked:
+                    before = len(server.model_requests())
+                    time.sleep(2)  # nothing may leave while the owner is asked
+                    seen.append(len(server.model_requests()) - before)
+                    deliver(folder, asked[0].id, "finish now")
+                    return
+                time.sleep(0.05)
+
+        owner = threading.Thread(target=finish_at_the_question)
+        owner.start()
+        code, lines = world.run(folder)
+        owner.join()
+        requests = server.model_requests()
+    texts = [line.text for line in lines]
+    assert (code, lines[-1].outcome) == (0, Outcome.STOPPED), texts
+    assert seen == [0], "a model request went out while the owner was asked"
+    assert not [r for r in requests if r.contains("FIXED.md is missing")], "the fix turn ran"
+    assert "the checks failed: they go back to the engine (fix round 1 of 1)" not in texts
+    asked = [line.question for line in lines if line.question is not None]
+    assert len(asked) == 1 and asked[0].cap
+    named = "its cap of 1 turns" if cap == "turns" else "its cost cap of $0.01"
+    assert named in asked[0].text and named in (lines[-1].report or "")
+    [pull] = gh.pull_requests("owner/app")
+    assert pull.pull is not None and pull.pull.draft
+    branch = "shadowclone/1-capped-checks"
+    assert gh.read_file("owner/app", branch, "WORK.md") == "work\n"
+    assert gh.read_file("owner/app", branch, "FIXED.md") is None

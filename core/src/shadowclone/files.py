@@ -18,6 +18,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import secrets
 import stat
 import time
@@ -137,6 +138,84 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644, plain_folder: bool 
             os.fsync(folder)
     finally:
         os.close(folder)
+
+
+_PART = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
+def relative_parts(relative: str) -> list[str]:
+    """The parts of a `/`-separated path inside a folder, each of letters, digits, `.`, `_`
+    and `-` and none starting with a dot; ValueError for any other (`..`, absolute, empty)."""
+    parts = relative.split("/")
+    if not all(_PART.fullmatch(part) for part in parts):
+        raise ValueError(f"{relative!r} is not a plain path inside a folder")
+    return parts
+
+
+def _folder_beneath(root: Path, parts: list[str], make: bool) -> int:
+    """A descriptor of the folder `root/parts...`, no part followed if it is a link (a
+    folder another user can change may hold any); `make`: missing parts are made."""
+    descriptor = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts:
+            if make:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=descriptor)
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=descriptor)
+            os.close(descriptor)
+            descriptor = inner
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def _beneath(root: Path, relative: str, flags: int, make: bool) -> int:
+    """A descriptor of the plain file `relative` in `root` (see `_folder_beneath`)."""
+    *folders, name = relative_parts(relative)
+    try:
+        folder = _folder_beneath(root, folders, make)
+        try:
+            descriptor = os.open(name, flags | _NOFOLLOW | os.O_NONBLOCK, 0o644, dir_fd=folder)
+        finally:
+            os.close(folder)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise MalformedFile(root / relative, f"cannot open: {_why(error)}") from None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise MalformedFile(root / relative, "not a plain file")
+    os.set_blocking(descriptor, True)
+    return descriptor
+
+
+def read_beneath(root: Path, relative: str, limit: int) -> bytes:
+    """The plain file `relative` in `root`, of at most `limit` bytes, read without following a
+    link on the way: for files in a folder someone else writes (an engine's state folder)."""
+    descriptor = _beneath(root, relative, os.O_RDONLY, make=False)
+    try:
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)
+    except OSError as error:
+        raise MalformedFile(root / relative, f"cannot read: {_why(error)}") from None
+    finally:
+        os.close(descriptor)
+    if len(data) > limit:
+        raise MalformedFile(root / relative, f"more than {limit} bytes; at most {limit} are read")
+    return data
+
+
+def write_beneath(root: Path, relative: str, data: bytes) -> None:
+    """Write the file `relative` in `root`, its missing folders made, without following a link
+    on the way (`read_beneath`)."""
+    descriptor = _beneath(root, relative, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make=True)
+    try:
+        _write_all(descriptor, data)
+    except OSError as error:
+        raise MalformedFile(root / relative, f"cannot write: {_why(error)}") from None
+    finally:
+        os.close(descriptor)
 
 
 def _write_all(descriptor: int, data: bytes) -> None:

@@ -13,13 +13,13 @@ from shadowclone_testing.project_settings import (
     markers_left,
     plant,
 )
-from shadowclone_testing.suites.engine import EngineScenarios, Harness
+from shadowclone_testing.suites.engine import Harness, SessionScenarios
 
 from shadowclone_claude import shadowclone_engines
 from shadowclone_claude.driver import engine_env
 
 
-class TestClaude(EngineScenarios):
+class TestClaude(SessionScenarios):
     engine_binaries = ("claude",)
 
     def make_engine(self) -> Engine:

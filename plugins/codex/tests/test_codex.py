@@ -4,6 +4,7 @@ and what is particular to Codex: a message during a turn steers it."""
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -12,6 +13,7 @@ from shadowclone.plugin import (
     Engine,
     EngineSession,
     EngineTask,
+    KeepsSessions,
     Outcome,
     StartsEarly,
     TextEvent,
@@ -19,7 +21,7 @@ from shadowclone.plugin import (
 )
 from shadowclone_testing.fakes.models import FAKE_MODEL, CallTool, FakeModelServer, Shell, Text
 from shadowclone_testing.project_settings import codex_files, plant
-from shadowclone_testing.suites.engine import EarlyStartScenarios, Harness, Watch
+from shadowclone_testing.suites.engine import EarlyStartScenarios, Harness, SessionScenarios, Watch
 
 from shadowclone_codex import shadowclone_engines
 from shadowclone_codex.config import ASK_SERVER, config_document
@@ -46,6 +48,14 @@ class WithModel:
     async def start_early(self, task: EngineTask) -> EarlyStart:
         assert isinstance(self.engine, StartsEarly)
         return EarlyWithModel(await self.engine.start_early(self._with_model(task)), self)
+
+    def session_files(self, task: EngineTask, session_id: str) -> Sequence[str]:
+        assert isinstance(self.engine, KeepsSessions)
+        return self.engine.session_files(task, session_id)
+
+    def session_place(self, task: EngineTask, session_id: str, name: str) -> str:
+        assert isinstance(self.engine, KeepsSessions)
+        return self.engine.session_place(task, session_id, name)
 
 
 @attrs.frozen
@@ -76,7 +86,7 @@ def repository_config(workspace: Path) -> Path:
     return marker
 
 
-class TestCodex(EarlyStartScenarios):
+class TestCodex(EarlyStartScenarios, SessionScenarios):
     engine_binaries = ("codex",)
 
     def make_engine(self) -> Engine:

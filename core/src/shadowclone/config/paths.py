@@ -45,6 +45,12 @@ class Paths:
         return self.clones_dir / "throttles.json"
 
     @property
+    def sessions_dir(self) -> Path:
+        """serve's pointers from each pull request to the clone that last kept an engine
+        session for it (serve/sessions.py)."""
+        return self.clones_dir / "sessions"
+
+    @property
     def active_dir(self) -> Path:
         """One small file per active clone: admission reads these, not every run folder."""
         return self.clones_dir / "active"

@@ -149,6 +149,16 @@ class RunFolder:
             return None
 
     @property
+    def saved_session_dir(self) -> Path:
+        """The engine's session, kept for the next clone on its pull request (node/sessions.py)."""
+        return self.path / "session"
+
+    @property
+    def given_session_dir(self) -> Path:
+        """An earlier clone's session, which serve gave this clone to go on with."""
+        return self.path / "session-given"
+
+    @property
     def resume_file(self) -> Path:
         return self.path / "resume.json"
 

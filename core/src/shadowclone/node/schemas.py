@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,7 +19,7 @@ import cattrs
 from cattrs.errors import BaseValidationError
 
 from shadowclone.errors import MalformedFile
-from shadowclone.files import MAX_DOCUMENT_BYTES, read_bounded, write_atomic
+from shadowclone.files import MAX_DOCUMENT_BYTES, read_bounded, relative_parts, write_atomic
 from shadowclone.node.target import Target
 from shadowclone.plugin.types import NetworkMode, Outcome
 
@@ -385,6 +386,46 @@ class Throttles:
 
     limits: dict[str, int] = attrs.field(factory=dict)
     at: datetime = attrs.field(factory=now)
+    v: int = SCHEMA_VERSION
+
+
+def _session_id(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not SESSION_ID.fullmatch(value):
+        raise ValueError(f"{attribute.name} is not a session id: {value[:80]!r}")
+
+
+def _session_names(_: object, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    for name in value:
+        relative_parts(name)  # raises ValueError for anything but a plain relative path
+
+
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+"""What an engine's session id may look like to be resumed (both engines' are UUIDs): it goes
+on the engine's command line, where nothing the engine printed may be read as an option."""
+
+
+@attrs.frozen
+class SavedSession:
+    """An engine's session kept in a run folder for a later clone to go on with: the run
+    program saves its working session there once its pull request exists, and serve copies it
+    into the run folder of the next clone on that pull request. The files' copies sit beside
+    this document, as `file-0`, `file-1`..., in `names`' order."""
+
+    engine: str
+    login: str
+    session_id: str = attrs.field(validator=_session_id)
+    names: tuple[str, ...] = attrs.field(validator=_session_names)
+    """Each file's place in the engine's state folder (`KeepsSessions.session_files`)."""
+    clone_id: str = ""
+    """In a session serve gave a clone: the clone that saved it."""
+    v: int = SCHEMA_VERSION
+
+
+@attrs.frozen
+class SessionPointer:
+    """serve's word on which clone last saved an engine session for a pull request."""
+
+    clone_id: str
     v: int = SCHEMA_VERSION
 
 

@@ -209,6 +209,28 @@ class StartsEarly(Protocol):
         ...
 
 
+@runtime_checkable
+class KeepsSessions(Protocol):
+    """An `Engine` whose session a later clone can go on with: a clone that continues a pull
+    request an earlier clone of the same engine and login made resumes that clone's session,
+    so the engine remembers the work. Optional: any other engine starts afresh each time.
+
+    The run program does the file work, never following a link, and keeps the files in the run
+    folder between the clones; the engine only names them. Names are relative to
+    `EngineTask.state_dir`, `/`-separated, of letters, digits, `.`, `_` and `-`."""
+
+    def session_files(self, task: EngineTask, session_id: str) -> Sequence[str]:
+        """The files that hold session `session_id` in `task.state_dir`, enough for
+        `EngineTask.resume` to go on with it; no login or other secret among them. Empty when
+        the session left none."""
+        ...
+
+    def session_place(self, task: EngineTask, session_id: str, name: str) -> str:
+        """Where a file `session_files` named (for another task: another state folder and
+        workspace) goes in `task.state_dir` for `task` with `resume=session_id` to find it."""
+        ...
+
+
 @attrs.frozen
 class EngineRegistration:
     """An engine a plugin offers: `claude`, `codex`..."""

@@ -325,7 +325,8 @@ class _Connection:
         content: bytes | AsyncIterator[bytes] = body.chunks() if framed else b""
         if not framed:
             await body.drain()
-        await proxy.open.wait()
+        if proxy.gate is not None:
+            await proxy.gate()
         url = proxy.upstream.copy_with(raw_path=request.target)
         method = request.method.decode("ascii")
         sent = await proxy.credential.headers()
@@ -337,6 +338,8 @@ class _Connection:
             replay = body.replay()
             if replay is None:
                 return None
+            if proxy.gate is not None:
+                await proxy.gate()
             again = upstream_headers(request.headers, await proxy.credential.headers())
             return await (await proxy.client()).send(
                 httpx2.Request(method, url, headers=again, content=replay), stream=True
@@ -530,10 +533,9 @@ class ModelProxy:
         self.on_usage_limit: Callable[[datetime], Awaitable[bool]] | None = None
         """Called when the provider says the login's usage limit is reached, with when it
         resets; it waits (the engine's request held) and says whether to send it again."""
-        self.open = asyncio.Event()
-        """Cleared, the engine's requests wait here before they go out: the run program
-        pauses the engine so (a cap reached) and sets it again to let it go on."""
-        self.open.set()
+        self.gate: Callable[[], Awaitable[None]] | None = None
+        """Awaited before each request goes out, and before each send again: the run program
+        holds the engine's requests there while a cap is reached."""
         try:
             self._outbound = None if outbound_proxy is None else httpx2.Proxy(outbound_proxy)
         except (ValueError, httpx2.InvalidURL) as error:

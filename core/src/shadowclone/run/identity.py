@@ -28,8 +28,8 @@ from pathlib import Path
 
 import attrs
 
-from shadowclone import contract
-from shadowclone.errors import ShadowcloneError
+from shadowclone import contract, files
+from shadowclone.errors import MalformedFile, ShadowcloneError
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,8 @@ _CAP_SETGID = 6
 _CAP_SETUID = 7
 SHARED_DIR_MODE = contract.SHARED_DIR_MODE
 SHARED_UMASK = contract.SHARED_UMASK
+READ_TIMEOUT_S = 30.0
+"""How long a read of one of the engine's files as the engine may take."""
 
 
 class IdentityError(ShadowcloneError):
@@ -183,6 +185,32 @@ class EngineIdentity:
             log.info("killed %d processes left by the engine's user", killed)
         return killed
 
+    def read(self, root: Path, relative: str, limit: int) -> bytes:
+        """A file in a folder the engine writes (its state folder), of at most `limit` bytes.
+        Read as the engine when it is a user of its own: its files may be its alone, and
+        through a link it reaches nothing it could not read itself. Otherwise read without
+        following a link: the run program's own rights reach the secrets."""
+        if not self.isolated:
+            return files.read_beneath(root, relative, limit)
+        files.relative_parts(relative)
+        path = root / relative
+        try:
+            done = subprocess.run(
+                self.wrap(["head", "-c", str(limit + 1), "--", str(path)]),
+                capture_output=True,
+                check=False,
+                env={"PATH": os.defpath, "LC_ALL": "C"},
+                timeout=READ_TIMEOUT_S,  # a FIFO in its place never ends
+            )
+        except subprocess.TimeoutExpired:
+            raise MalformedFile(path, "not a plain file (its read never ended)") from None
+        if done.returncode != 0:
+            why = done.stderr.decode(errors="replace").strip().splitlines()
+            raise MalformedFile(path, f"the engine cannot read it: {why[-1] if why else ''}")
+        if len(done.stdout) > limit:
+            raise MalformedFile(path, f"more than {limit} bytes; at most {limit} are read")
+        return done.stdout
+
     def environment(self, base: Mapping[str, str], home: Path) -> dict[str, str]:
         """The variables everything run as the engine starts from: `base` without anything
         of the run program's own, and the engine's home."""
@@ -202,8 +230,8 @@ def _private(key: str) -> bool:
 
 def _walk(path: Path) -> Iterator[Path]:
     yield path
-    for root, dirs, files in os.walk(path):
-        for name in (*dirs, *files):
+    for root, dirs, names in os.walk(path):
+        for name in (*dirs, *names):
             yield Path(root) / name
 
 

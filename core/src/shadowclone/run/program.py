@@ -13,7 +13,6 @@ import atexit
 import contextlib
 import logging
 import os
-import re
 import shutil
 import signal
 import sys
@@ -34,6 +33,7 @@ from shadowclone.errors import ShadowcloneError
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     INBOX_CLOSED,
+    SESSION_ID,
     ChosenBy,
     Handoff,
     InboxKind,
@@ -72,7 +72,7 @@ from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
 from shadowclone.run.cloning import clone_url_for
 from shadowclone.run.context import Context, Trust, gather
 from shadowclone.run.drive import EngineResult, supervise_engine
-from shadowclone.run.drive.caps import CapWatch, Reached, priced
+from shadowclone.run.drive.caps import CapGate, CapWatch, Reached, priced
 from shadowclone.run.engine_settings import take_from_base
 from shadowclone.run.github import GithubClient, ReviewThread
 from shadowclone.run.headstart import PRIVATE_AREA, HeadStart
@@ -91,6 +91,7 @@ from shadowclone.run.review.findings import FindingsTool
 from shadowclone.run.review.runner import run_review_stages
 from shadowclone.run.save import Saved, save
 from shadowclone.run.secrets import Secrets
+from shadowclone.run.sessions import Sessions
 from shadowclone.run.workspace import Workspace, clone, prepare, trust_work_tree
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,8 @@ class CloneRun:
         """The repository's clone, begun as soon as the target names it."""
         self.caps = CapWatch(request.caps)
         """What the engine has used of the clone's caps (counted from the engine's start)."""
+        self.cap_gate = CapGate(self.caps, self._on_cap)
+        """Holds the working engine's model requests at a reached cap."""
         self._held = 0
         """Model requests waiting at the proxy for the login's usage limit to reset (those of
         a review's consultation; the working session is ended instead)."""
@@ -202,6 +205,11 @@ class CloneRun:
         self.workspace: Workspace | None = None
         self.client: GithubClient | None = None
         self.state_dirs: list[Path] = []
+        self.sessions = Sessions(
+            folder, request, self.registry, self.identity, Redactor(secrets.all_values())
+        )
+        self._last_session: tuple[EngineTask, str] | None = None
+        """The working session's task and id, once it ended: kept for the next clone."""
         self._finished = False
         """The final line is written: no later phase needs the engine's corner."""
 
@@ -604,6 +612,7 @@ class CloneRun:
         proxy = ModelProxy(upstream, credential, outbound_proxy=outbound)
         proxy.on_usage_limit = self._on_usage_limit
         proxy.on_overload = self._on_overload
+        proxy.gate = self._admit
         await proxy.start_tcp()
         return proxy
 
@@ -817,9 +826,18 @@ class CloneRun:
                 web_tools=web_tools,
                 project_settings=self._trusted_head(),
             )
+        given = self.sessions.given(self.plan)
+        if given is not None:
+            task = await asyncio.to_thread(self.sessions.restore, task, given)
+            self.progress.note(
+                Step.ENGINE,
+                f"the engine goes on with the session of clone {given[0].clone_id}, which "
+                "worked on this pull request",
+            )
         self._note_proxy()
         self._prepare_upstream()
         self.caps = CapWatch(self.request.caps)
+        self.cap_gate = CapGate(self.caps, self._on_cap)
         while True:
             if early is not None:
                 launched = await early[1].launch(task)
@@ -839,8 +857,7 @@ class CloneRun:
                         self.request.stall_timeout_s,
                         on_idle=self._reviews_between_turns,
                         close_inbox=self.close_inbox,
-                        caps=self.caps,
-                        on_cap=self._on_cap,
+                        gate=self.cap_gate,
                         # Held at the proxy, or being ended for the usage limit: no stall.
                         held=lambda: self._held > 0 or self._resume_at is not None,
                     )
@@ -848,6 +865,16 @@ class CloneRun:
                 self._working = None
             self._taken_earlier = tuple(dict.fromkeys([*self._taken_earlier, *result.taken]))
             result = attrs.evolve(result, taken=self._taken_earlier)
+            if session.session_id and SESSION_ID.fullmatch(session.session_id):
+                self._last_session = (task, session.session_id)
+            if given is not None and task.resume and self._never_went_on(result):
+                self.progress.note(
+                    Step.ENGINE,
+                    f"the engine could not go on with clone {given[0].clone_id}'s session "
+                    f"({result.detail[:200] or 'it ended'}): it starts afresh",
+                )
+                given, task = None, await self._task(prompt, web_tools)
+                continue
             reset, self._resume_at = self._resume_at, None
             ending, self._ending = self._ending, None
             if ending is not None:
@@ -875,12 +902,24 @@ class CloneRun:
             )
             task = await self._task(RESUME_PROMPT, task.web_tools, resume, task.state_dir)
 
+    def _never_went_on(self, result: EngineResult) -> bool:
+        """Whether a resumed session failed before its first turn ended (its files could not
+        be read back, say): nothing of it reached the owner."""
+        return (
+            result.outcome is Outcome.FAILED
+            and self.caps.turns == 0
+            and not result.last_text
+            and not self.stop.is_set()
+            and self._resume_at is None
+        )
+
+    async def _admit(self) -> None:
+        """Before each model request leaves the proxy: none goes past a cap (`CapGate`)."""
+        await self.cap_gate.admit()
+
     async def _on_cap(self, reached: Reached) -> bool:
-        """A cap is reached: hold the engine's model requests and ask the owner whether to
-        raise the cap (and go on, in the same session) or finish; True goes on."""
-        proxy = self.model_proxy
-        if proxy is not None:
-            proxy.open.clear()
+        """A cap is reached (the engine's model requests held at the proxy): ask the owner
+        whether to raise the cap (and go on, in the same session) or finish; True goes on."""
         self.progress.note(Step.ENGINE, f"paused: the clone reached {reached.describe()}")
         raise_it, finish = f"raise the cap by {reached.step()}", "finish now"
         question = (
@@ -894,8 +933,6 @@ class CloneRun:
             return False
         caps = self.caps.raise_cap(reached.kind)
         self.progress.note(Step.ENGINE, f"the owner raised the cap; caps now {caps.describe()}")
-        if proxy is not None:
-            proxy.open.set()
         return True
 
     async def _consult(self, prompt: str) -> str:
@@ -981,6 +1018,10 @@ class CloneRun:
             )
             for line in failed:
                 self.progress.error(Step.SAVE, f"could not reply in {line}")
+        if saved.pr_url and self._last_session is not None:
+            kept = await asyncio.to_thread(self.sessions.keep, self.plan, *self._last_session)
+            if kept:
+                self.progress.note(Step.SAVE, kept)
         return saved
 
     def progress_redact(self, text: str) -> str:
@@ -1034,10 +1075,6 @@ def scrub_environment(environ: MutableMapping[str, str]) -> None:
     for key in [key for key in environ if key.startswith("SHADOWCLONE_")]:
         if key not in (CLONE_MARKER, "SHADOWCLONE_SCRIPT"):
             del environ[key]
-
-
-SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-"""What an engine's session id may look like (a UUID, for both engines) to be resumed."""
 
 
 def _env_path(name: str, default: Path) -> Path:

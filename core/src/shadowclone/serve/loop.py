@@ -71,7 +71,7 @@ from shadowclone.plugin.types import (
     NetworkMode,
     NotifyEvent,
 )
-from shadowclone.serve import records
+from shadowclone.serve import records, sessions
 from shadowclone.serve.lock import ServeLock
 from shadowclone.serve.spares import SPARE_DELAY_S, Spares
 
@@ -734,6 +734,7 @@ class Server:
             self.write(clone, records.stopped_in_queue(clone.record, self.clock()))
             self._forget(clone)
             return
+        sessions.give(self.paths, clone.folder, clone.request)
         try:
             self.launcher.launch(spec)
         except Exception as error:  # noqa: BLE001 - any launcher failure fails this clone only
@@ -869,6 +870,7 @@ class Server:
             return
         stop_requested = clone.folder.stop_marker() is not None
         record = records.ended(clone.record, status, stop_requested, self.clock())
+        sessions.remember(self.paths, clone.folder, clone.request, record)
         self.write(clone, record)
         log.info(
             "clone %s ended %s (exit code %s)%s",

@@ -17,6 +17,7 @@ import itertools
 import json
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 PROGRAM = "claude"
 ASK_SERVER = contract.ASK_SERVER
 """The MCP server name the engine sees: its tool is `mcp__shadowclone_ask__ask`."""
+PROJECTS = "projects"
+"""Where, in its config folder, Claude Code keeps each working folder's session transcripts."""
 TOOL_TIMEOUT_MARGIN_S = 60.0
 """Added to the ask wait limit, so Claude Code never cuts the ask tool short itself."""
 
@@ -87,6 +90,12 @@ def config_dir(task: EngineTask) -> Path:
     return task.state_dir / "claude"
 
 
+def project_folder(workspace: Path) -> str:
+    """The name Claude Code gives a working folder's sessions under `projects/`: the path with
+    every character but a letter or digit made `-`."""
+    return re.sub(r"[^A-Za-z0-9]", "-", str(workspace))
+
+
 def engine_env(task: EngineTask, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of the `claude` process: ours, the task's, and the switches that keep a
     headless Claude Code quiet, private and patient with the ask tool."""
@@ -132,6 +141,17 @@ class ClaudeEngine:
         session = ClaudeSession(process, tree)
         await session.begin(task.prompt)
         return session
+
+    def session_files(self, task: EngineTask, session_id: str) -> list[str]:
+        """The session's transcript: Claude Code resumes from it alone."""
+        found = sorted(config_dir(task).glob(f"{PROJECTS}/*/{session_id}.jsonl"))
+        return [path.relative_to(task.state_dir).as_posix() for path in found[:1]]
+
+    def session_place(self, task: EngineTask, session_id: str, name: str) -> str:
+        """The transcript goes in the folder Claude Code keeps for the new workspace's
+        sessions (it finds one in any project's folder, but looks there first)."""
+        folder = config_dir(task).relative_to(task.state_dir) / PROJECTS
+        return (folder / project_folder(task.workspace) / f"{session_id}.jsonl").as_posix()
 
 
 class _Turn(enum.Enum):

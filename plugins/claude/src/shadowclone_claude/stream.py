@@ -32,6 +32,18 @@ def is_interrupted(result: Mapping[str, Any]) -> bool:
     return result.get("terminal_reason") in INTERRUPTED_REASONS
 
 
+def ran_nothing(result: Mapping[str, Any]) -> bool:
+    """True for the `result` line of a turn that never began: an error before any model
+    request (Claude Code's answer to a `--resume` of a session it cannot find, after which it
+    exits). It ends no turn: the session finishes failed, with the error."""
+    return (
+        bool(result.get("is_error"))
+        and result.get("num_turns") == 0
+        and result.get("duration_api_ms") == 0
+        and not is_interrupted(result)
+    )
+
+
 def _int(value: object) -> int:
     return value if isinstance(value, int) else 0
 
@@ -51,6 +63,8 @@ class StreamNormalizer:
         if kind == "assistant":
             return list(self._assistant(line))
         if kind == "result":
+            if ran_nothing(line):
+                return []
             return [self._usage(line), TurnEndedEvent(interrupted=is_interrupted(line))]
         return []
 

@@ -43,7 +43,7 @@ from shadowclone.plugin import (
     spawn_engine,
 )
 
-from shadowclone_codex.config import ASK_SERVER, engine_env, prepare_home
+from shadowclone_codex.config import ASK_SERVER, codex_home, engine_env, prepare_home
 from shadowclone_codex.instructions import project_instructions
 from shadowclone_codex.native import Program, native_program
 from shadowclone_codex.notifications import (
@@ -115,6 +115,15 @@ class CodexEngine:
         session = await self._spawn(task, cwd=task.workspace)
         await session.begin(task)
         return session
+
+    def session_files(self, task: EngineTask, session_id: str) -> list[str]:
+        """The thread's rollout, which `thread/resume` reads the thread back from."""
+        found = sorted(codex_home(task).glob(f"sessions/**/rollout-*-{session_id}.jsonl"))
+        return [path.relative_to(task.state_dir).as_posix() for path in found[:1]]
+
+    def session_place(self, task: EngineTask, session_id: str, name: str) -> str:
+        """The same place under CODEX_HOME: its date folders and name are the rollout's own."""
+        return name
 
     async def start_early(self, task: EngineTask) -> EarlyCodex:
         """The app-server, its handshake and its thread before the workspace exists, all in

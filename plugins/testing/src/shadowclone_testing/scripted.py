@@ -310,6 +310,20 @@ class ScriptedEngine:
         log.info("scripted engine: %d steps in %s", len(steps), task.workspace)
         return session
 
+    # ---- the KeepsSessions protocol: a session is the list of the tasks it was given
+
+    def session_files(self, task: EngineTask, session_id: str) -> list[str]:
+        name = transcript_name(session_id)
+        return [name] if (task.state_dir / name).is_file() else []
+
+    def session_place(self, task: EngineTask, session_id: str, name: str) -> str:
+        return name
+
+
+def transcript_name(session_id: str) -> str:
+    """Where in its state folder a scripted session notes each task it was given."""
+    return f"scripted/{session_id}.txt"
+
 
 class ScriptedSession:
     """One played script (the `EngineSession` protocol)."""
@@ -330,6 +344,7 @@ class ScriptedSession:
         self._finished = False
         self._step = 0
         self._session_id = task.resume or f"scripted-{uuid.uuid4().hex[:12]}"
+        self._earlier = self._note_task()
         self._runner = asyncio.create_task(self._run(), name="scripted engine")
 
     # ---- the EngineSession protocol
@@ -367,6 +382,20 @@ class ScriptedSession:
             log.warning("the scripted engine did not unwind within %s s", STOP_TIMEOUT_S)
             self._finish(Outcome.STOPPED, "stopped; the script did not unwind in time")
 
+    def _note_task(self) -> str | None:
+        """Note the task in the session's transcript; return the first task of a resumed
+        session's transcript ("" for a new session, None when there is none to resume)."""
+        transcript = self.task.state_dir / transcript_name(self._session_id)
+        earlier = ""
+        if self.task.resume:
+            if not transcript.is_file():
+                return None
+            earlier = transcript.read_text().split("\n", 1)[0]
+        transcript.parent.mkdir(parents=True, exist_ok=True)
+        with transcript.open("a") as notes:
+            notes.write(first_line(self.task.prompt) + "\n")
+        return earlier
+
     # ---- playing
 
     def _emit(self, event: EngineEvent) -> None:
@@ -396,6 +425,11 @@ class ScriptedSession:
             self._finish(Outcome.DONE)
 
     async def _play(self) -> None:
+        if self._earlier is None:
+            # As an engine's CLI does: the process starts, and ends failed.
+            raise ScriptFailed(f"no scripted session {self.task.resume} to resume")
+        if self._earlier:
+            self._emit(TextEvent(f"I remember my earlier session, which began: {self._earlier}"))
         for number, step in enumerate(self.steps, 1):
             self._step = number
             await self._do(step)

@@ -7,9 +7,10 @@ for the owner's answers does not count as work.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import attrs
 
@@ -113,6 +114,67 @@ class CapWatch:
             assert self.caps.cost_usd is not None
             self.caps = attrs.evolve(self.caps, cost_usd=self.caps.cost_usd + step)
         return self.caps
+
+
+class CapGate:
+    """Where a reached cap holds the engine: nothing reaches the model past a cap until the
+    owner raises it.
+
+    The run program's model proxy awaits `admit` before each of the engine's requests leaves,
+    whatever started it (a new turn, a tool's result, a retry), and the supervisor calls
+    `check` before it starts a turn (failing checks sent back, a message). Either way the
+    owner is asked once (`asking`); while the question waits the cap's minutes stand still.
+    Raised, the held request goes; finished, it never does, and the supervisor ends the
+    engine. Between turns (`working` false) requests pass: they are the reviews'."""
+
+    def __init__(self, watch: CapWatch, ask: Callable[[Reached], Awaitable[bool]]) -> None:
+        self.watch = watch
+        self._ask = ask
+        self.asking: asyncio.Task[bool] | None = None
+        """The owner's question about the cap reached, while it is open or once it is
+        answered `finish` (then it stays: nothing goes on)."""
+        self.reached: Reached | None = None
+        self.started = asyncio.Event()
+        """Set when a question starts, for the supervisor to follow it."""
+        self.working: Callable[[], bool] = lambda: True
+        """Whether the engine is in a turn (the supervisor says)."""
+
+    def check(self) -> asyncio.Task[bool] | None:
+        """The question about a reached cap: the open one, a new one if a cap is reached
+        now, or the one answered `finish`; None when the engine may go on."""
+        if self.asking is not None and self.asking.done() and _raised(self.asking):
+            self.asking = None
+        if self.asking is not None:
+            return self.asking
+        reached = self.watch.reached()
+        if reached is None:
+            return None
+        self.reached = reached
+        self.watch.pause()
+        self.asking = asyncio.create_task(self._asked(reached), name="a cap reached")
+        self.started.set()
+        return self.asking
+
+    async def _asked(self, reached: Reached) -> bool:
+        try:
+            return await self._ask(reached)
+        finally:
+            self.watch.resume()
+
+    async def admit(self) -> None:
+        """Return when a model request of the engine may leave: at once, or once the owner
+        raised the cap reached; never, once the owner said finish."""
+        while self.working():
+            asking = self.check()
+            if asking is None:
+                return
+            await asyncio.wait({asking})
+            if not _raised(asking):
+                await asyncio.Event().wait()  # the engine is ended; this request never goes
+
+
+def _raised(asking: asyncio.Task[bool]) -> bool:
+    return not asking.cancelled() and asking.exception() is None and asking.result()
 
 
 class PricedSession:

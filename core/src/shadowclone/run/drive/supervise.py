@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 import attrs
@@ -37,7 +37,7 @@ from shadowclone.plugin.types import (
     TurnEndedEvent,
     UsageEvent,
 )
-from shadowclone.run.drive.caps import CapWatch, Reached
+from shadowclone.run.drive.caps import CapGate
 from shadowclone.run.progress import OpenQuestions, ProgressWriter
 
 log = logging.getLogger(__name__)
@@ -75,8 +75,7 @@ async def supervise_engine(
     check_s: float | None = None,
     on_idle: Callable[[], Coroutine[Any, Any, FollowUp | None]] | None = None,
     close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
-    caps: CapWatch | None = None,
-    on_cap: Callable[[Reached], Coroutine[Any, Any, bool]] | None = None,
+    gate: CapGate | None = None,
     held: Callable[[], bool] | None = None,
 ) -> EngineResult:
     """Drive `session` (already launched) until it ends, and say how it ended.
@@ -90,10 +89,11 @@ async def supervise_engine(
     when it is sent, which it is not when a message made those reviews stale.
     `close_inbox(taken, force)` is asked before the session is closed: it returns False while
     an accepted message is not yet among `taken` (unless `force`), and once it returns True
-    no message is accepted any more. `on_cap` runs when one of `caps` is reached
-    while the engine works (the stall clock held meanwhile): True goes on, False ends the
-    work with the cap named. While `held()` is true the engine waits on purpose (its login's
-    usage limit), and the stall clock is held.
+    no message is accepted any more. `gate` holds the engine at its caps: a turn starts only
+    when no cap is reached, and while the owner is asked about one (the stall clock held
+    meanwhile) the engine's requests wait at the model proxy; raised, the work goes on,
+    finished, it ends with the cap named. While `held()` is true the engine waits on purpose
+    (its login's usage limit), and the stall clock is held.
     """
     supervisor = _Supervisor(
         session,
@@ -104,13 +104,16 @@ async def supervise_engine(
         stop_grace_s=stop_grace_s,
         on_idle=on_idle,
         close_inbox=close_inbox,
-        caps=caps,
-        on_cap=on_cap,
+        gate=gate,
         held=held,
     )
     if check_s is None:
         check_s = min(max(stall_timeout_s / 4, 0.05), 5.0)
     return await supervisor.run(check_s)
+
+
+TurnStart = Callable[[], Awaitable["EngineResult | None"]]
+"""What starts the engine's next turn (sends it a message or the failing checks)."""
 
 
 class _Supervisor:
@@ -125,17 +128,20 @@ class _Supervisor:
         stop_grace_s: float,
         on_idle: Callable[[], Coroutine[Any, Any, FollowUp | None]] | None = None,
         close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
-        caps: CapWatch | None = None,
-        on_cap: Callable[[Reached], Coroutine[Any, Any, bool]] | None = None,
+        gate: CapGate | None = None,
         held: Callable[[], bool] | None = None,
     ) -> None:
         self.session = session
         self.held = held
-        self.caps = caps
-        self.on_cap = on_cap
+        self.gate = gate
         self.capping: asyncio.Task[bool] | None = None
         """The owner is asked about a cap reached; the engine waits."""
-        self.reached: Reached | None = None
+        self.next_turn: TurnStart | None = None
+        """A turn held until the owner answers about the cap reached (its send)."""
+        self.answered: asyncio.Task[bool] | None = None
+        """The last question about a cap whose answer this loop took."""
+        self.cap_started: asyncio.Task[bool] | None = None
+        """Wakes the loop when the model proxy meets a cap mid-turn and asks the owner."""
         self.progress = progress
         self.messages = messages
         self.stop = stop
@@ -163,6 +169,8 @@ class _Supervisor:
         """A turn ended while stale reviews still ran: run them again once they end."""
         self.turn_running = True
         self.waiting_since: float | None = None
+        if gate is not None:
+            gate.working = lambda: self.turn_running and not self.closed
         """When `close_inbox` last said a message is still on its way."""
 
     async def run(self, check_s: float) -> EngineResult:
@@ -176,7 +184,14 @@ class _Supervisor:
         try:
             while True:
                 waiting: set[asyncio.Future[Any]] = {stop_wait, self.next_event}
-                for task in (self.next_message, self.sending, self.idle, self.capping):
+                self._follow_caps()
+                for task in (
+                    self.next_message,
+                    self.sending,
+                    self.idle,
+                    self.capping,
+                    self.cap_started,
+                ):
                     if task is not None:
                         waiting.add(task)
                 done, _ = await asyncio.wait(
@@ -222,31 +237,50 @@ class _Supervisor:
 
     # ------------------------------------------------------------------ caps
 
-    def _check_caps(self) -> None:
-        """While the engine works, a cap reached pauses it and asks the owner."""
-        if self.caps is None or self.on_cap is None or self.capping is not None:
+    def _follow_caps(self) -> None:
+        """Follow the question the gate asks (this loop's, or the model proxy's mid-turn)."""
+        gate = self.gate
+        if gate is None:
             return
-        if not self.turn_running or self.closed:
-            return
-        reached = self.caps.reached()
-        if reached is None:
-            return
-        log.info("a cap is reached: %s", reached.describe())
-        self.caps.pause()
-        self.reached = reached
-        self.capping = asyncio.create_task(self.on_cap(reached), name="a cap reached")
+        if self.cap_started is None or self.cap_started.done():
+            gate.started.clear()
+            self.cap_started = asyncio.create_task(gate.started.wait(), name="a cap met")
+        asking = gate.asking
+        if self.capping is None and asking is not None and asking is not self.answered:
+            log.info("a cap is reached: %s", gate.reached.describe() if gate.reached else "?")
+            self.capping = gate.asking
+
+    def _check_caps(self, starting: bool = False) -> bool:
+        """Whether a cap is reached now, while the engine works or (`starting`) as a turn is
+        about to start: the owner is asked (once), and the engine waits."""
+        if self.gate is None or self.closed or not (starting or self.turn_running):
+            return False
+        asking = self.gate.check()
+        if asking is None:
+            return False
+        if asking is not self.capping and asking is not self.answered:
+            self.capping = asking
+        return True
+
+    async def _start_turn(self, send: TurnStart) -> EngineResult | None:
+        """Start the engine's next turn with `send`, unless a cap is reached: then it waits
+        for the owner's answer (and goes, the cap raised)."""
+        if self._check_caps(starting=True):
+            self.next_turn = send
+            return None
+        return await send()
 
     async def _on_cap_answered(self, task: asyncio.Task[bool]) -> EngineResult | None:
-        self.capping = None
-        assert self.caps is not None and self.reached is not None
-        self.caps.resume()
+        self.capping, self.answered = None, task
         self.last_activity = self.loop.time()
-        error = task.exception()
-        if error is not None:
+        error = None if task.cancelled() else task.exception()
+        if task.cancelled() or error is not None:
             return await self._end(Outcome.FAILED, f"asking about a cap failed: {error!r}")
         if task.result():
-            return None
-        said = f"the clone reached {self.reached.describe()}"
+            held, self.next_turn = self.next_turn, None
+            return None if held is None else await self._start_turn(held)
+        assert self.gate is not None and self.gate.reached is not None
+        said = f"the clone reached {self.gate.reached.describe()}"
         result = await self._end(Outcome.STOPPED, said)
         return attrs.evolve(result, capped=said)
 
@@ -277,6 +311,18 @@ class _Supervisor:
             log.warning("ignoring inbox line %s of kind %s", line.id, line.kind.value)
             self._pull_message()
             return
+        if self._check_caps(starting=True):
+
+            async def deliver() -> EngineResult | None:
+                self._deliver(line)
+                return None
+
+            log.info("message %s waits for the owner's answer about the cap", line.id)
+            self.next_turn = deliver
+            return
+        self._deliver(line)
+
+    def _deliver(self, line: InboxLine) -> None:
         log.info("delivering message %s to the engine", line.id)
         self.sending_line = line
         self.sending = asyncio.create_task(self.session.send(line.text), name=f"send {line.id}")
@@ -314,8 +360,8 @@ class _Supervisor:
             return await self._end(Outcome.FAILED, f"reading the engine's events failed: {error}")
         self.last_activity = self.loop.time()
         self._record(event)
-        if self.caps is not None:
-            self.caps.note(event)
+        if self.gate is not None:
+            self.gate.watch.note(event)
             if isinstance(event, TextEvent | ToolUseEvent):
                 self._check_caps()
         if isinstance(event, FinishedEvent):
@@ -364,14 +410,17 @@ class _Supervisor:
             return None
         follow_up = task.result()
         if follow_up is not None:
-            try:
-                await self.session.send(follow_up())
-            except ShadowcloneError as refused:  # Refused: the session is ending
-                return await self._end(Outcome.FAILED, f"the engine took no more work: {refused}")
-            self.turn_running = True
-            self.last_activity = self.loop.time()
-            return None
+            return await self._start_turn(lambda: self._send_follow_up(follow_up))
         return await self._close_if_all_taken(force=False)
+
+    async def _send_follow_up(self, follow_up: FollowUp) -> EngineResult | None:
+        try:
+            await self.session.send(follow_up())
+        except ShadowcloneError as refused:  # Refused: the session is ending
+            return await self._end(Outcome.FAILED, f"the engine took no more work: {refused}")
+        self.turn_running = True
+        self.last_activity = self.loop.time()
+        return None
 
     async def _close_if_all_taken(self, force: bool) -> EngineResult | None:
         """Close the session unless an accepted message is still on its way to the engine."""
