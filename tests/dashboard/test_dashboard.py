@@ -19,6 +19,7 @@ from shadowclone.node.schemas import (
     InboxKind,
     ProgressKind,
     ProgressLine,
+    Question,
     Record,
     State,
     Step,
@@ -218,3 +219,33 @@ def test_the_dashboard_command_serves_and_never_prints_its_token(home: Paths) ->
     assert f"the dashboard serves {url}; its token is new, in {token_file(home)}" in output
     assert "login?token=$(cat " in output
     assert token not in output
+
+
+HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>'\"&"
+
+
+def test_pages_come_from_autoescaping_templates_that_show_every_text_as_text(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site
+) -> None:
+    """The pages are Jinja templates with autoescape on: a clone's words (its question, its
+    options, its reason, its progress) reach the page as text, never as markup, and redacted."""
+    from shadowclone.dashboard.app import TEMPLATES
+
+    assert TEMPLATES.autoescape is True
+    assert str(TEMPLATES.from_string("{{ x }}").render(x=HOSTILE)).startswith("&lt;script&gt;")
+    clone = node.start("acme/app#1")
+    question = Question(
+        id="q1", text=f"which {HOSTILE}", options=(HOSTILE, "plain"), recommended="plain"
+    )
+    folder = RunFolder(home.clones_dir / clone.id)
+    folder.write_record(
+        Record(id=clone.id, state=State.WAITING, question=question, reason=f"why {HOSTILE}")
+    )
+    folder.append_progress(ProgressLine(Step.ENGINE, ProgressKind.TEXT, f"{HOSTILE} {PLANTED}"))
+    folder.append_progress(ProgressLine(Step.ENGINE, ProgressKind.QUESTION, question=question))
+    with site.logged_in() as browser:
+        pages = browser.get("/").text + browser.get(f"/clones/{clone.id}").text
+    assert "<script>alert" not in pages and "<img" not in pages
+    assert html.escape("<script>alert(1)</script>", quote=False) in pages
+    assert "value='&lt;script&gt;" in pages  # an option, in its button's value too
+    assert PLANTED not in pages

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import html
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,6 +21,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -52,9 +53,26 @@ def _derived(token: str, purpose: str) -> str:
     return hmac.new(token.encode(), purpose.encode(), hashlib.sha256).hexdigest()
 
 
-def e(text: object) -> str:
-    """Escaped and redacted: every text of a clone goes through here."""
-    return html.escape(redact_tokens(str(text)), quote=True)
+def _shown(value: object) -> object:
+    """Every value a template prints, redacted (then escaped by the autoescape): HTML made by
+    another template of ours is already both, and passes as it is."""
+    if isinstance(value, Markup):
+        return value
+    return redact_tokens("" if value is None else str(value))
+
+
+TEMPLATES = Environment(
+    loader=PackageLoader("shadowclone.dashboard", "templates"),
+    autoescape=True,
+    finalize=_shown,
+    undefined=StrictUndefined,
+    auto_reload=False,
+)
+"""The dashboard's pages: autoescaped, and every value redacted as the report is."""
+
+
+def render(name: str, **values: object) -> Markup:
+    return Markup(TEMPLATES.get_template(name).render(**values))
 
 
 STYLE = """
@@ -74,13 +92,9 @@ ol.progress{background:#fff;padding:8px 8px 8px 48px;font:12px/1.4 monospace}
 """
 
 
-def page(title: str, body: str, script: str = "") -> HTMLResponse:
+def page(name: str, title: str, **values: object) -> HTMLResponse:
     return HTMLResponse(
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{e(title)}</title><style>{STYLE}</style></head><body>"
-        "<header><a href='/'>shadowclone</a><span class='muted'>your clones</span></header>"
-        f"<main>{body}</main>{script}</body></html>",
+        render(name, title=title, style=Markup(STYLE), **values),
         headers={
             "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; "
             "script-src 'unsafe-inline'; frame-ancestors 'none'",
@@ -187,33 +201,24 @@ class Dashboard:
     async def clones(self, request: Request) -> Response:
         rows = await asyncio.to_thread(self._rows)
         error = request.query_params.get("error")
-        body = (f"<div class='error'>{e(error)}</div>" if error else "") + (
-            "<h1>Clones</h1><table><thead><tr><th>clone</th><th>target</th><th>state</th>"
-            "<th>cost</th><th>question</th><th>last</th></tr></thead>"
-            f"<tbody id='clones'>{rows}</tbody></table>"
-        )
-        script = (
-            "<script>const s=new EventSource('/events');"
-            "s.addEventListener('clones',ev=>{document.getElementById('clones').innerHTML="
-            "JSON.parse(ev.data).rows;});</script>"
-        )
-        return page("shadowclone: clones", body, script)
+        return page("clones.html", "shadowclone: clones", error=error, rows=rows)
 
-    def _rows(self) -> str:
+    def _rows(self) -> Markup:
         listing = self.node.list(include_all=False, limit=LIST_LIMIT)
-        out = []
+        rows = []
         for view in listing.clones:
-            question = view.question
-            asked = e(question.text) if question else ""
             last = view.last_progress[-1].text if view.last_progress else view.reason
-            out.append(
-                f"<tr data-id='{e(view.id)}'><td><a href='/clones/{quote(view.id)}'>"
-                f"{e(view.id)}</a></td><td>{e(view.target.key)}</td>"
-                f"<td class='state {e(view.state)}'>{e(view.state)}</td>"
-                f"<td>{e(_cost(view))}</td><td>{asked}</td>"
-                f"<td class='muted'>{e(last[:160])}</td></tr>"
+            rows.append(
+                {
+                    "id": view.id,
+                    "target": view.target.key,
+                    "state": view.state,
+                    "cost": _cost(view),
+                    "asked": view.question.text if view.question else "",
+                    "last": redact_tokens(last)[:160],
+                }
             )
-        return "".join(out) or "<tr><td colspan='6' class='muted'>no clones yet</td></tr>"
+        return render("rows.html", rows=rows)
 
     async def list_events(self, request: Request) -> Response:
         async def stream() -> AsyncIterator[dict[str, str]]:
@@ -234,84 +239,41 @@ class Dashboard:
         try:
             view = await asyncio.to_thread(self.node.get, clone_id, 1)
         except ShadowcloneError as missing:
-            return page("shadowclone", f"<div class='error'>{e(missing)}</div>")
+            return page("missing.html", "shadowclone", error=missing)
         folder = RunFolder(self.node.paths.clones_dir / view.id)
         lines, _, offset = await asyncio.to_thread(folder.progress)
-        problem = request.query_params.get("error")
-        said = request.query_params.get("said")
-        items = "".join(_line(line) for line in lines[-PROGRESS_SHOWN:])
-        seen = _digest(self._summary(view), self._question(view))
-        body = (
-            (f"<div class='error'>{e(problem)}</div>" if problem else "")
-            + (f"<div class='muted'>{e(said)}</div>" if said else "")
-            + f"<h1>{e(view.target.key)} <span class='muted'>{e(view.id)}</span></h1>"
-            + f"<div id='summary'>{self._summary(view)}</div>"
-            + f"<div id='question'>{self._question(view)}</div>"
-            + self._actions(view)
-            + f"<h2>Progress</h2><ol class='progress' id='progress'>{items}</ol>"
+        summary, question = self._summary(view), self._question(view)
+        events = f"/clones/{quote(view.id)}/events?from={offset}&seen={_digest(summary, question)}"
+        return page(
+            "clone.html",
+            f"shadowclone: {view.id}",
+            error=request.query_params.get("error"),
+            said=request.query_params.get("said"),
+            view=view,
+            summary=summary,
+            question=question,
+            csrf=self.csrf,
+            lines=lines[-PROGRESS_SHOWN:],
+            events=events,
         )
-        script = (
-            f"<script>const s=new EventSource('/clones/{quote(view.id)}/events?from={offset}"
-            f"&seen={seen}');"
-            "s.addEventListener('line',ev=>{const p=document.getElementById('progress');"
-            "p.insertAdjacentHTML('beforeend',JSON.parse(ev.data).html);});"
-            "s.addEventListener('view',ev=>{const d=JSON.parse(ev.data);"
-            "document.getElementById('summary').innerHTML=d.summary;"
-            "document.getElementById('question').innerHTML=d.question;});</script>"
-        )
-        return page(f"shadowclone: {view.id}", body, script)
 
-    def _summary(self, view: CloneView) -> str:
-        pr = ""
+    def _summary(self, view: CloneView) -> Markup:
+        pr_link = None
         if view.pr_url and urlsplit(view.pr_url).scheme in ("http", "https"):
             # A link only to the web: the record is the clone's word, and a `javascript:` URL
             # would run in this page.
-            pr = f" · <a href='{e(view.pr_url)}'>pull request</a>"
-        elif view.pr_url:
-            pr = f" · pull request {e(view.pr_url)}"
-        stop = " (stop requested)" if view.stop_requested and view.state.active else ""
-        waiting = (
-            f"<div class='muted'>waits for {e(view.waiting_for)}</div>"
-            if (view.waiting_for)
-            else ""
-        )
-        return (
-            f"<p><span class='state {e(view.state)}'>{e(view.state)}</span>{e(stop)} · "
-            f"{e(view.engine)} · {e(_cost(view))} · {view.turns} turns · started "
-            f"{e(_when(view.started_at))}{pr}</p>{waiting}"
-            + (f"<p>{e(view.reason)}</p>" if view.reason else "")
+            pr_link = view.pr_url
+        return render(
+            "summary.html",
+            view=view,
+            cost=_cost(view),
+            started=_when(view.started_at),
+            pr_link=pr_link,
         )
 
-    def _question(self, view: CloneView) -> str:
-        question = view.question
-        if question is None or not view.state.active:
-            return ""
-        buttons = "".join(
-            f"<button name='choice' value='{e(option)}'>{e(option)}"
-            + (" (recommended)" if option == question.recommended else "")
-            + "</button>"
-            for option in question.options
-        )
-        return (
-            f"<div class='question'><b>Question {e(question.id)}</b>: {e(question.text)}"
-            f"<form method='post' action='/clones/{quote(view.id)}/answer'>"
-            f"<input type='hidden' name='csrf' value='{self.csrf}'>"
-            f"<input type='hidden' name='question_id' value='{e(question.id)}'>{buttons}"
-            "</form></div>"
-        )
-
-    def _actions(self, view: CloneView) -> str:
-        if not view.state.active:
-            return ""
-        csrf = f"<input type='hidden' name='csrf' value='{self.csrf}'>"
-        base = f"/clones/{quote(view.id)}"
-        return (
-            f"<form method='post' action='{base}/send'>{csrf}"
-            "<input name='text' size='60' placeholder='a message for the clone'>"
-            "<button>Send</button></form>"
-            f"<form method='post' action='{base}/stop' class='inline'>{csrf}"
-            "<button>Stop</button></form>"
-        )
+    def _question(self, view: CloneView) -> Markup:
+        question = view.question if view.state.active else None
+        return render("question.html", question=question, clone_id=view.id, csrf=self.csrf)
 
     async def clone_events(self, request: Request) -> Response:
         clone_id = request.path_params["clone_id"]
@@ -408,9 +370,8 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def _line(line: ProgressLine) -> str:
-    stamp = line.at.astimezone().strftime("%H:%M:%S")
-    return f"<li><span class='muted'>{stamp} {e(line.step)}</span> {e(line.words)}</li>"
+def _line(line: ProgressLine) -> Markup:
+    return render("line.html", line=line)
 
 
 def build_app(node: LocalNode, token: str, origin: str | None = None) -> Any:
