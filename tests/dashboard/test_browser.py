@@ -125,3 +125,38 @@ def test_the_owner_follows_answers_sends_and_stops_in_a_real_browser(
         wait_state(home, echoing.id, State.STOPPED)
     for name in ("list", "question", "answered", "follow", "stopped"):
         assert (SCREENSHOTS / f"{name}.png").stat().st_size > 1000
+
+
+INJECTED = """
+window.violations = [];
+document.addEventListener(
+  'securitypolicyviolation', ev => window.violations.push(ev.violatedDirective));
+const script = document.createElement('script');
+script.textContent = 'window.ran = "inline script";';
+document.body.appendChild(script);
+const image = document.createElement('img');
+image.setAttribute('onerror', 'window.ran = "inline handler";');
+image.src = '/no-such-image';
+document.body.appendChild(image);
+"""
+
+
+def test_an_injected_inline_script_does_not_run_and_the_live_page_still_does(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site, browser: Chrome
+) -> None:
+    """The page's policy allows scripts from the dashboard's own files only: a script or an
+    event handler that something manages to put into the page does not run."""
+    ready.set("acme/app#1", Script(play=Play.HANG))
+    clone = node.start("acme/app#1")
+    with serving(node):
+        browser.get(f"{site.url}/login?token={site.token}")
+        browser.get(f"{site.url}/clones/{clone.id}")
+        until(browser, lambda b: "running" in text(b, "summary"))  # its own script streams
+        browser.execute_script(INJECTED)
+        until(browser, lambda b: len(b.execute_script("return window.violations")) >= 2)
+        assert browser.execute_script("return window.ran === undefined")
+        violated = browser.execute_script("return window.violations")
+        assert all(directive.startswith("script-src") for directive in violated)
+        node.stop(clone.id)
+        wait_state(home, clone.id, State.STOPPED)
+        until(browser, lambda b: "stopped" in text(b, "summary"))

@@ -249,3 +249,18 @@ def test_pages_come_from_autoescaping_templates_that_show_every_text_as_text(
     assert html.escape("<script>alert(1)</script>", quote=False) in pages
     assert "value='&lt;script&gt;" in pages  # an option, in its button's value too
     assert PLANTED not in pages
+
+
+def test_pages_allow_no_inline_script_and_serve_their_own(site: Site) -> None:
+    with site.logged_in() as browser:
+        listing = browser.get("/")
+    policy = listing.headers["content-security-policy"]
+    assert "unsafe-inline" not in policy and "script-src 'self'" in policy
+    assert re.findall(r"<script[^>]*>", listing.text) == ["<script src='/static/dashboard.js'>"]
+    assert "<style" not in listing.text and " style=" not in listing.text
+    with site.client() as anyone:  # no secret in them: they need no token
+        script = anyone.get("/static/dashboard.js")
+        assert script.status_code == 200 and "EventSource" in script.text
+        assert script.headers["content-type"].startswith("text/javascript")
+        assert anyone.get("/static/dashboard.css").headers["content-type"].startswith("text/css")
+        assert anyone.get("/static/app.py").status_code == 404

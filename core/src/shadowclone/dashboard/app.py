@@ -18,6 +18,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
+from importlib import resources
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -75,34 +76,33 @@ def render(name: str, **values: object) -> Markup:
     return Markup(TEMPLATES.get_template(name).render(**values))
 
 
-STYLE = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
-header{background:#1d2330;color:#fff;padding:10px 20px;display:flex;gap:16px;align-items:center}
-header a{color:#fff;text-decoration:none;font-weight:600}
-main{padding:16px 20px;max-width:1100px}
-table{border-collapse:collapse;width:100%;background:#fff}
-th,td{padding:6px 8px;border-bottom:1px solid #e3e6eb;text-align:left;vertical-align:top}
-.state{font-weight:600}.waiting,.paused{color:#b35c00}.failed{color:#b3261e}
-.done{color:#1e7b34}.running,.preparing{color:#1a5fb4}.queued,.scheduled{color:#666}
-.question{background:#fff7e6;border:1px solid #f0c36d;padding:10px;margin:10px 0}
-.error{background:#fdecea;border:1px solid #b3261e;padding:8px;margin:10px 0}
-form.inline{display:inline}button{margin:2px 4px 2px 0;cursor:pointer}
-ol.progress{background:#fff;padding:8px 8px 8px 48px;font:12px/1.4 monospace}
-.muted{color:#666}
-"""
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+"""No inline script or style anywhere: the page's script and style are files of their own."""
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+STATIC = {
+    "dashboard.js": "text/javascript; charset=utf-8",
+    "dashboard.css": "text/css; charset=utf-8",
+}
 
 
-def page(name: str, title: str, **values: object) -> HTMLResponse:
+def page(name: str, title: str, events: str | None = None, **values: object) -> HTMLResponse:
+    """A page; `events`: the stream its script follows."""
     return HTMLResponse(
-        render(name, title=title, style=Markup(STYLE), **values),
-        headers={
-            "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; "
-            "script-src 'unsafe-inline'; frame-ancestors 'none'",
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "same-origin",
-            "Cache-Control": "no-store",
-        },
+        render(name, title=title, events=events, **values),
+        headers={**HEADERS, "Cache-Control": "no-store"},
     )
+
+
+def _static_files() -> dict[str, bytes]:
+    folder = resources.files("shadowclone.dashboard") / "static"
+    return {name: folder.joinpath(name).read_bytes() for name in STATIC}
 
 
 def _cost(view: CloneView) -> str:
@@ -123,8 +123,10 @@ class Dashboard:
         self.session = _derived(token, "session")
         self.csrf = _derived(token, "csrf")
         self.origin = origin
+        self.files = _static_files()
         routes = [
             Route("/login", self.login, methods=["GET"]),
+            Route("/static/{name}", self.static, methods=["GET"]),
             Route("/", self.guarded(self.clones), methods=["GET"]),
             Route("/events", self.guarded(self.list_events), methods=["GET"]),
             Route("/clones/{clone_id}", self.guarded(self.clone), methods=["GET"]),
@@ -196,12 +198,23 @@ class Dashboard:
         )
         return response
 
+    async def static(self, request: Request) -> Response:
+        """The pages' script and style (no secret: served without the token)."""
+        name = request.path_params["name"]
+        if name not in self.files:
+            return PlainTextResponse("no such file", status_code=404)
+        return Response(
+            self.files[name],
+            media_type=STATIC[name],
+            headers={**HEADERS, "Cache-Control": "no-cache"},
+        )
+
     # ------------------------------------------------------------------ the list
 
     async def clones(self, request: Request) -> Response:
         rows = await asyncio.to_thread(self._rows)
         error = request.query_params.get("error")
-        return page("clones.html", "shadowclone: clones", error=error, rows=rows)
+        return page("clones.html", "shadowclone: clones", "/events", error=error, rows=rows)
 
     def _rows(self) -> Markup:
         listing = self.node.list(include_all=False, limit=LIST_LIMIT)
@@ -247,6 +260,7 @@ class Dashboard:
         return page(
             "clone.html",
             f"shadowclone: {view.id}",
+            events,
             error=request.query_params.get("error"),
             said=request.query_params.get("said"),
             view=view,
@@ -254,7 +268,6 @@ class Dashboard:
             question=question,
             csrf=self.csrf,
             lines=lines[-PROGRESS_SHOWN:],
-            events=events,
         )
 
     def _summary(self, view: CloneView) -> Markup:
