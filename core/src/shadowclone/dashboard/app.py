@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from shadowclone.dashboard.hosts import HostGate, ServedNames
 from shadowclone.dashboard.keys import signed
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.local import CloneView, LocalNode
@@ -387,6 +388,8 @@ def _line(line: ProgressLine) -> Markup:
     return render("line.html", line=line)
 
 
-def build_app(node: LocalNode, token: str, origin: str | None = None) -> Any:
-    """The ASGI application."""
-    return Dashboard(node, token, origin).app
+def build_app(
+    node: LocalNode, token: str, origin: str | None = None, host: str = "127.0.0.1"
+) -> Any:
+    """The ASGI application, bound to `host` (and reached at `origin`, when set)."""
+    return HostGate(Dashboard(node, token, origin).app, ServedNames(host, [origin]))
