@@ -13,7 +13,7 @@ import pytest
 from shadowclone.config import Paths
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import ProgressKind, ProgressLine, State, Step
+from shadowclone.node.schemas import ProgressKind, ProgressLine, Record, State, Step
 from shadowclone_testing.harness import skip_or_fail
 from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, serving, wait_state
@@ -160,3 +160,44 @@ def test_an_injected_inline_script_does_not_run_and_the_live_page_still_does(
         node.stop(clone.id)
         wait_state(home, clone.id, State.STOPPED)
         until(browser, lambda b: "stopped" in text(b, "summary"))
+
+
+PR_URLS = [
+    "https://github.com/acme/app/pull/7",
+    "HTTP://github.com/acme/app/pull/7",
+    "javascript:alert(document.cookie)",
+    " javascript:alert(1)",
+    "java\tscript:alert(1)",
+    "\x01javascript:alert(1)",
+    "data:text/html,<script>alert(1)</script>",
+    "vbscript:msgbox(1)",
+    "https://github.com@evil.example/acme/app/pull/7",
+    "https://github.com:x@evil.example/",
+    "https:evil.example/acme/app/pull/7",
+    "https:\\\\evil.example/pull/7",
+    "//evil.example/pull/7",
+    "https://",
+]
+
+
+def test_a_pull_request_is_a_link_only_to_a_plain_web_address(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site, browser: Chrome
+) -> None:
+    """Whatever a record says its pull request is, the page links only to an http(s) address
+    that leads where it reads (no user part), as Chromium itself parses the link; anything
+    else is shown as text."""
+    clone = node.start("acme/app#1")
+    folder = RunFolder(home.clones_dir / clone.id)
+    browser.get(f"{site.url}/login?token={site.token}")
+    for pr_url in PR_URLS:
+        folder.write_record(Record(id=clone.id, state=State.DONE, pr_url=pr_url))
+        browser.get(f"{site.url}/clones/{clone.id}")
+        until(browser, lambda b: "pull request" in text(b, "summary"))
+        links = browser.execute_script(
+            "return [...document.links].map(a => [a.protocol, a.username, a.password, a.href])"
+        )
+        for protocol, username, password, href in links:
+            assert protocol in ("http:", "https:"), (pr_url, href)
+            assert username == password == "", (pr_url, href)
+        linked = [href for *_, href in links if "pull" in href]
+        assert bool(linked) is (pr_url in PR_URLS[:2]), pr_url

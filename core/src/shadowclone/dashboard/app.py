@@ -272,17 +272,12 @@ class Dashboard:
         )
 
     def _summary(self, view: CloneView) -> Markup:
-        pr_link = None
-        if view.pr_url and urlsplit(view.pr_url).scheme in ("http", "https"):
-            # A link only to the web: the record is the clone's word, and a `javascript:` URL
-            # would run in this page.
-            pr_link = view.pr_url
         return render(
             "summary.html",
             view=view,
             cost=_cost(view),
             started=_when(view.started_at),
-            pr_link=pr_link,
+            pr_link=web_link(view.pr_url),
         )
 
     def _question(self, view: CloneView) -> Markup:
@@ -377,6 +372,26 @@ class Dashboard:
         except ShadowcloneError as error:
             return PlainTextResponse(str(error), status_code=409)
         return PlainTextResponse(f"answered {question_id}: {choice}")
+
+
+def web_link(url: str | None) -> str | None:
+    """`url` when it is a plain web address to link to, else None (then it is shown as text).
+
+    The record is the clone's word: a `javascript:` or `data:` URL would run in the page, and
+    `https://github.com@elsewhere/` leads elsewhere than it reads; anything a browser might
+    read otherwise than this check (spaces, control characters, backslashes) is no link."""
+    if not url or any(c.isspace() or c == "\\" or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        return None
+    if not url.lower().startswith(("http://", "https://")):
+        return None
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is no number raises
+    except ValueError:
+        return None
+    if not parts.hostname or parts.username is not None or parts.password is not None:
+        return None
+    return url
 
 
 def _digest(*parts: str) -> str:
