@@ -2,35 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 from shadowclone.config import Paths
+from shadowclone.dashboard.app import Dashboard
+from shadowclone.dashboard.keys import load_token
 from shadowclone.node.local import LocalNode
-from shadowclone_testing.web import Site, dashboard
+
+from tests.dashboard.served import Clock, Site, served
 
 
 @pytest.fixture
-def site(node: LocalNode, home: Paths) -> Iterator[Site]:
-    with dashboard(node, home) as found:
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def site(node: LocalNode, home: Paths, clock: Clock) -> Iterator[Site]:
+    token, _ = load_token(home)
+    with served(Dashboard(node, token, clock=clock), clock) as found:
         yield found
-
-
-@contextlib.contextmanager
-def running(server: uvicorn.Server) -> Iterator[str]:
-    """`server` on a thread of its own; its address."""
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the dashboard did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://{server.config.host}:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)

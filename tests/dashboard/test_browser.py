@@ -17,7 +17,9 @@ from shadowclone.node.schemas import ProgressKind, ProgressLine, Record, State, 
 from shadowclone_testing.harness import skip_or_fail
 from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, serving, wait_state
-from shadowclone_testing.web import PLANTED, Site
+from shadowclone_testing.web import PLANTED
+
+from tests.dashboard.served import Site
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 WAIT_S = 20.0
@@ -91,8 +93,8 @@ def test_the_owner_follows_answers_sends_and_stops_in_a_real_browser(
     )
     with serving(node):
         browser.get(f"{site.url}/")
-        assert "needs your token" in browser.page_source  # no token, no page
-        browser.get(f"{site.url}/login?token={site.token}")
+        assert "log in first" in browser.page_source  # no token, no page
+        browser.get(site.login_url())
         until(browser, lambda b: all(c.id in text(b, "clones") for c in (asking, echoing)))
         until(browser, lambda b: "waiting" in text(b, "clones"))  # live: the list streams
         shot(browser, "list")
@@ -149,7 +151,7 @@ def test_an_injected_inline_script_does_not_run_and_the_live_page_still_does(
     ready.set("acme/app#1", Script(play=Play.HANG))
     clone = node.start("acme/app#1")
     with serving(node):
-        browser.get(f"{site.url}/login?token={site.token}")
+        browser.get(site.login_url())
         browser.get(f"{site.url}/clones/{clone.id}")
         until(browser, lambda b: "running" in text(b, "summary"))  # its own script streams
         browser.execute_script(INJECTED)
@@ -188,7 +190,7 @@ def test_a_pull_request_is_a_link_only_to_a_plain_web_address(
     else is shown as text."""
     clone = node.start("acme/app#1")
     folder = RunFolder(home.clones_dir / clone.id)
-    browser.get(f"{site.url}/login?token={site.token}")
+    browser.get(site.login_url())
     for pr_url in PR_URLS:
         folder.write_record(Record(id=clone.id, state=State.DONE, pr_url=pr_url))
         browser.get(f"{site.url}/clones/{clone.id}")

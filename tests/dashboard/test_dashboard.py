@@ -28,11 +28,13 @@ from shadowclone.node.schemas import (
 from shadowclone_testing.harness import CLI_PROGRAM
 from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, serving, wait_state, wait_until
-from shadowclone_testing.web import PLANTED, Site, free_port
+from shadowclone_testing.web import PLANTED, free_port
+
+from tests.dashboard.served import Site
 
 
 def csrf_of(page: str) -> str:
-    found = re.search(r"name='csrf' value='([0-9a-f]+)'", page)
+    found = re.search(r"name='csrf' value='([\w-]+)'", page)
     assert found, "the page has a form with its CSRF value"
     return found.group(1)
 
@@ -194,13 +196,21 @@ def test_a_pull_request_is_a_link_only_to_the_web(
     assert "pull request" in shown
 
 
-def test_the_dashboard_command_serves_and_never_prints_its_token(home: Paths) -> None:
+def test_the_dashboard_command_serves_and_prints_a_one_time_login_link(home: Paths) -> None:
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     argv = [sys.executable, "-c", CLI_PROGRAM, "dashboard", "--port", str(port)]
     server = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert server.stdout is not None
+    printed: list[str] = []
     try:
         url = f"http://127.0.0.1:{port}"
+        while not printed or not printed[-1].startswith("log in: "):
+            line = server.stdout.readline().decode()
+            assert line, "the command ended: " + "".join(printed)
+            printed.append(line)
+        link = printed[-1].split()[3]
+        assert link.startswith(f"{url}/login?code=")
 
         def answers() -> bool:
             try:
@@ -211,13 +221,15 @@ def test_the_dashboard_command_serves_and_never_prints_its_token(home: Paths) ->
         wait_until(answers, "the dashboard to answer")
         token, made = load_token(home, create=False)
         assert not made
-        login = httpx2.get(f"{url}/login", params={"token": token}, timeout=5)
-        assert login.status_code == 303
+        with httpx2.Client(timeout=5) as browser:
+            assert browser.get(link).status_code == 303
+            assert browser.get(f"{url}/").status_code == 200
+        again = httpx2.get(link, timeout=5)
+        assert again.status_code == 401 and "used already" in again.text
     finally:
         server.terminate()
-        output = server.communicate(timeout=30)[0].decode()
+        output = "".join(printed) + server.communicate(timeout=30)[0].decode()
     assert f"the dashboard serves {url}; its token is new, in {token_file(home)}" in output
-    assert "login?token=$(cat " in output
     assert token not in output
 
 

@@ -10,7 +10,7 @@ from shadowclone.dashboard.hosts import ServedNames
 from shadowclone.dashboard.server import make_server
 from shadowclone_testing.web import free_port
 
-from tests.dashboard.conftest import running
+from tests.dashboard.served import running
 
 
 def test_a_request_for_a_name_the_dashboard_does_not_serve_is_refused(home: Paths) -> None:

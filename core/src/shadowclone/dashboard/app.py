@@ -1,11 +1,13 @@
 """The dashboard's web application (Starlette): pages rendered on the server, live updates by
 server-sent events, and forms that go through the node's operations as the CLI's commands do.
 
-Every request needs the owner's token: once, as `/login?token=...`, which sets a session
-cookie (HttpOnly, SameSite=Strict), or as `Authorization: Bearer TOKEN`. A form posted with
-the cookie also carries a CSRF value derived from the token, and a request whose Origin is
-not the dashboard's is refused. The one exception is an answer link from a notification:
-signed for one clone, one question and one option, it can give that answer and nothing else.
+Every request needs the owner: a browser in a session, opened by a login (a one-time login
+code from the link `shadowclone dashboard` prints, or the token posted in the login form;
+never the token in a URL), or a script with `Authorization: Bearer TOKEN`. A session has a
+random cookie (HttpOnly, SameSite=Strict) and a CSRF value of its own for its forms, and ends
+when idle, when too old, or at logout; a form from another origin is refused. The one
+exception is an answer link from a notification: signed for one clone, one question and one
+option, it can give that answer and nothing else.
 Every text shown passes the report's redaction.
 """
 
@@ -16,6 +18,7 @@ import hashlib
 import hmac
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from importlib import resources
@@ -31,7 +34,8 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from shadowclone.dashboard.hosts import HostGate, ServedNames
-from shadowclone.dashboard.keys import signed
+from shadowclone.dashboard.keys import LOGIN_CODE_S, read_login_code, signed
+from shadowclone.dashboard.sessions import ABSOLUTE_S, IDLE_S, Session, Sessions
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.local import CloneView, LocalNode
 from shadowclone.node.runfolder import RunFolder
@@ -49,10 +53,6 @@ LIST_LIMIT = 50
 PROGRESS_SHOWN = 200
 
 Handler = Callable[[Request], Awaitable[Response]]
-
-
-def _derived(token: str, purpose: str) -> str:
-    return hmac.new(token.encode(), purpose.encode(), hashlib.sha256).hexdigest()
 
 
 def _shown(value: object) -> object:
@@ -93,10 +93,13 @@ STATIC = {
 }
 
 
-def page(name: str, title: str, events: str | None = None, **values: object) -> HTMLResponse:
-    """A page; `events`: the stream its script follows."""
+def page(
+    name: str, title: str, events: str | None = None, csrf: str = "", **values: object
+) -> HTMLResponse:
+    """A page; `events`: the stream its script follows; `csrf`: its session's, for its forms
+    (none: no session, then no form but the login's)."""
     return HTMLResponse(
-        render(name, title=title, events=events, **values),
+        render(name, title=title, events=events, csrf=csrf, **values),
         headers={**HEADERS, "Cache-Control": "no-store"},
     )
 
@@ -118,15 +121,27 @@ def _when(moment: datetime | None) -> str:
 class Dashboard:
     """The application, over one node (the same operations the CLI runs)."""
 
-    def __init__(self, node: LocalNode, token: str, origin: str | None = None) -> None:
+    def __init__(
+        self,
+        node: LocalNode,
+        token: str,
+        origin: str | None = None,
+        clock: Callable[[], float] = time.time,
+        idle_s: float = IDLE_S,
+        absolute_s: float = ABSOLUTE_S,
+    ) -> None:
         self.node = node
         self.token = token
-        self.session = _derived(token, "session")
-        self.csrf = _derived(token, "csrf")
         self.origin = origin
+        self.clock = clock
+        self.started = clock()
+        self.sessions = Sessions(clock, idle_s, absolute_s)
+        self.used_codes: dict[str, int] = {}
         self.files = _static_files()
         routes = [
-            Route("/login", self.login, methods=["GET"]),
+            Route("/login", self.login_page, methods=["GET"]),
+            Route("/login", self.login, methods=["POST"]),
+            Route("/logout", self.guarded(self.logout), methods=["POST"]),
             Route("/static/{name}", self.static, methods=["GET"]),
             Route("/", self.guarded(self.clones), methods=["GET"]),
             Route("/events", self.guarded(self.list_events), methods=["GET"]),
@@ -141,17 +156,11 @@ class Dashboard:
 
     # ------------------------------------------------------------------ the gate
 
-    def _authorized(self, request: Request) -> str | None:
-        """How the request proves it is the owner's: "bearer", "cookie", or None."""
+    def _bearer(self, request: Request) -> bool:
         header = request.headers.get("authorization", "")
-        if header.startswith("Bearer ") and hmac.compare_digest(
+        return header.startswith("Bearer ") and hmac.compare_digest(
             header[7:].strip().encode(), self.token.encode()
-        ):
-            return "bearer"
-        cookie = request.cookies.get(COOKIE, "")
-        if cookie and hmac.compare_digest(cookie.encode(), self.session.encode()):
-            return "cookie"
-        return None
+        )
 
     def _same_origin(self, request: Request) -> bool:
         origin = request.headers.get("origin") or request.headers.get("referer")
@@ -165,38 +174,108 @@ class Dashboard:
         return found.netloc in allowed
 
     def guarded(self, handler: Handler) -> Handler:
+        """Only the owner's: with the token in the Authorization header (a script), or in a
+        live session whose forms carry its CSRF value (a browser)."""
+
         async def guard(request: Request) -> Response:
-            how = self._authorized(request)
-            if how is None:
+            request.state.session = None
+            if self._bearer(request):
+                return await handler(request)
+            streaming = request.url.path.endswith("/events")
+            session = self.sessions.find(request.cookies.get(COOKIE, ""), touch=not streaming)
+            if session is None:
                 return PlainTextResponse(
-                    "the dashboard needs your token: open /login?token=... (the token is in "
-                    "dashboard.token beside your config)",
+                    "log in first: open the login link `shadowclone dashboard` prints, or /login",
                     status_code=401,
                 )
-            if request.method == "POST" and how == "cookie":
+            if request.method == "POST":
                 form = await request.form()
                 given = str(form.get("csrf", ""))
-                if not hmac.compare_digest(given.encode(), self.csrf.encode()) or (
+                if not hmac.compare_digest(given.encode(), session.csrf.encode()) or (
                     not self._same_origin(request)
                 ):
                     return PlainTextResponse("refused: a form from elsewhere", status_code=403)
+            request.state.session = session
             return await handler(request)
 
         return guard
 
-    async def login(self, request: Request) -> Response:
-        given = request.query_params.get("token", "")
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return PlainTextResponse("wrong or missing token", status_code=401)
+    @staticmethod
+    def _session(request: Request) -> Session | None:
+        """The request's session (None: a script with the token)."""
+        session: Session | None = request.state.session
+        return session
+
+    def _csrf(self, request: Request) -> str:
+        session = self._session(request)
+        return session.csrf if session is not None else ""
+
+    def _logged_in(self, request: Request) -> Response:
+        """A new session for this browser (a login rotates it: any session it had ends)."""
+        old = self.sessions.find(request.cookies.get(COOKIE, ""), touch=False)
+        if old is not None:
+            self.sessions.end(old)
+        cookie, _ = self.sessions.open()
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
             COOKIE,
-            self.session,
+            cookie,
+            max_age=int(self.sessions.absolute_s),
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
             path="/",
         )
+        return response
+
+    def _login_form(self, error: str | None, status: int) -> Response:
+        response = page("login.html", "shadowclone: log in", error=error)
+        response.status_code = status
+        return response
+
+    async def login_page(self, request: Request) -> Response:
+        """A login link (`?code=`, good once), or the form to give the token in."""
+        if "token" in request.query_params:
+            return PlainTextResponse(
+                "refused: the token goes in no URL; open the login link `shadowclone dashboard`"
+                " prints, or give the token in the form at /login",
+                status_code=401,
+            )
+        code = request.query_params.get("code")
+        if code is None:
+            return self._login_form(None, 200)
+        now = self.clock()
+        for nonce, issued in list(self.used_codes.items()):
+            if now - issued > LOGIN_CODE_S:
+                del self.used_codes[nonce]
+        found = read_login_code(self.token, code)
+        if found is None:
+            return self._login_form("That login link is not one of this dashboard's.", 401)
+        nonce, issued = found
+        if nonce in self.used_codes:
+            return self._login_form("That login link was used already: it logs in once.", 401)
+        if now - issued > LOGIN_CODE_S or issued < int(self.started):
+            return self._login_form("That login link has expired.", 401)
+        self.used_codes[nonce] = issued
+        return self._logged_in(request)
+
+    async def login(self, request: Request) -> Response:
+        """The login form: the token, posted (never in a URL)."""
+        form = await request.form()
+        given = str(form.get("token", "")).strip()
+        if not self._same_origin(request):
+            return PlainTextResponse("refused: a form from elsewhere", status_code=403)
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return self._login_form("That is not the dashboard's token.", 401)
+        return self._logged_in(request)
+
+    async def logout(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None:
+            return PlainTextResponse("no session to end: a script's token has none")
+        self.sessions.end(session)
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response
 
     async def static(self, request: Request) -> Response:
@@ -215,7 +294,14 @@ class Dashboard:
     async def clones(self, request: Request) -> Response:
         rows = await asyncio.to_thread(self._rows)
         error = request.query_params.get("error")
-        return page("clones.html", "shadowclone: clones", "/events", error=error, rows=rows)
+        return page(
+            "clones.html",
+            "shadowclone: clones",
+            "/events",
+            self._csrf(request),
+            error=error,
+            rows=rows,
+        )
 
     def _rows(self) -> Markup:
         listing = self.node.list(include_all=False, limit=LIST_LIMIT)
@@ -234,10 +320,15 @@ class Dashboard:
             )
         return render("rows.html", rows=rows)
 
+    def _streams_on(self, request: Request) -> bool:
+        """A stream ends with its session (idle, too old, or logged out)."""
+        session = self._session(request)
+        return session is None or self.sessions.alive(session)
+
     async def list_events(self, request: Request) -> Response:
         async def stream() -> AsyncIterator[dict[str, str]]:
             last = None
-            while not await request.is_disconnected():
+            while self._streams_on(request) and not await request.is_disconnected():
                 rows = await asyncio.to_thread(self._rows)
                 if rows != last:
                     last = rows
@@ -253,10 +344,11 @@ class Dashboard:
         try:
             view = await asyncio.to_thread(self.node.get, clone_id, 1)
         except ShadowcloneError as missing:
-            return page("missing.html", "shadowclone", error=missing)
+            return page("missing.html", "shadowclone", csrf=self._csrf(request), error=missing)
         folder = RunFolder(self.node.paths.clones_dir / view.id)
         lines, _, offset = await asyncio.to_thread(folder.progress)
-        summary, question = self._summary(view), self._question(view)
+        csrf = self._csrf(request)
+        summary, question = self._summary(view), self._question(view, csrf)
         events = f"/clones/{quote(view.id)}/events?from={offset}&seen={_digest(summary, question)}"
         return page(
             "clone.html",
@@ -267,7 +359,7 @@ class Dashboard:
             view=view,
             summary=summary,
             question=question,
-            csrf=self.csrf,
+            csrf=csrf,
             lines=lines[-PROGRESS_SHOWN:],
         )
 
@@ -280,9 +372,9 @@ class Dashboard:
             pr_link=web_link(view.pr_url),
         )
 
-    def _question(self, view: CloneView) -> Markup:
+    def _question(self, view: CloneView, csrf: str) -> Markup:
         question = view.question if view.state.active else None
-        return render("question.html", question=question, clone_id=view.id, csrf=self.csrf)
+        return render("question.html", question=question, clone_id=view.id, csrf=csrf)
 
     async def clone_events(self, request: Request) -> Response:
         clone_id = request.path_params["clone_id"]
@@ -295,15 +387,17 @@ class Dashboard:
         except ValueError:
             offset = 0
 
+        csrf = self._csrf(request)
+
         async def stream() -> AsyncIterator[dict[str, str]]:
             nonlocal offset
             shown = request.query_params.get("seen")  # what the page shows already
-            while not await request.is_disconnected():
+            while self._streams_on(request) and not await request.is_disconnected():
                 lines, _, offset = await asyncio.to_thread(folder.progress, offset)
                 for line in lines:
                     yield {"event": "line", "data": json.dumps({"html": _line(line)})}
                 view = await asyncio.to_thread(self.node.get, folder.id, 1)
-                summary, question = self._summary(view), self._question(view)
+                summary, question = self._summary(view), self._question(view, csrf)
                 if (digest := _digest(summary, question)) != shown:
                     shown = digest
                     data = {"summary": summary, "question": question}
@@ -321,10 +415,10 @@ class Dashboard:
         try:
             said = await asyncio.to_thread(act, form)
         except ShadowcloneError as error:
-            if self._authorized(request) == "bearer":
+            if self._session(request) is None:
                 return PlainTextResponse(str(error), status_code=409)
             return RedirectResponse(f"{target}?error={quote(str(error))}", status_code=303)
-        if self._authorized(request) == "bearer":
+        if self._session(request) is None:
             return PlainTextResponse(said)
         return RedirectResponse(f"{target}?said={quote(said)}", status_code=303)
 

@@ -1,7 +1,10 @@
-"""The dashboard's token, and the answer links notifications carry.
+"""The dashboard's token, the one-time login codes made from it, and the answer links
+notifications carry.
 
 The token is made once, kept 0600 beside the config, and every request to the dashboard needs
-it. An answer link is signed with a key derived from it for one clone, one question and one
+it or a session a login opened. The token never goes in a URL: a login link carries a login
+code instead, signed with a key derived from the token, good once and for a few minutes.
+An answer link is signed with a key derived from it for one clone, one question and one
 option: a notification can carry it to a phone without carrying the token, and it can do
 nothing but give that one answer (which the node takes only while the question is open).
 """
@@ -13,6 +16,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import time
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -46,6 +50,43 @@ def load_token(paths: Paths, create: bool = True) -> tuple[str, bool]:
     if len(text) < 32:
         raise MalformedFile(path, "expected a token of at least 32 characters")
     return text, False
+
+
+LOGIN_CODE_S = 600.0
+"""How long a login code is good for (and only once, and only on the dashboard that was
+already running when it was made)."""
+
+
+def _login_key(token: str) -> bytes:
+    return hmac.new(token.encode(), b"shadowclone login codes", hashlib.sha256).digest()
+
+
+def _login_signature(token: str, nonce: str, issued: int) -> str:
+    digest = hmac.new(_login_key(token), f"{nonce}.{issued}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def login_code(token: str, now: float | None = None) -> str:
+    """A new one-time login code."""
+    nonce, issued = secrets.token_urlsafe(16), int(time.time() if now is None else now)
+    return f"{nonce}.{issued}.{_login_signature(token, nonce, issued)}"
+
+
+def read_login_code(token: str, code: str) -> tuple[str, int] | None:
+    """The nonce and the time of issue of a login code signed with `token`, else None."""
+    nonce, _, rest = code.partition(".")
+    issued, _, signature = rest.partition(".")
+    if not nonce or not issued.isdigit() or len(issued) > 12:
+        return None
+    expected = _login_signature(token, nonce, int(issued))
+    if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
+        return None
+    return nonce, int(issued)
+
+
+def login_url(base: str, token: str) -> str:
+    """A link that logs one browser in, once, within LOGIN_CODE_S."""
+    return f"{base.rstrip('/')}/login?{urlencode({'code': login_code(token)})}"
 
 
 def _link_key(token: str) -> bytes:

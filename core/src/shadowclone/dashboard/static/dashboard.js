@@ -15,6 +15,15 @@
     const progress = document.getElementById("progress");
     if (progress) progress.insertAdjacentHTML("beforeend", JSON.parse(ev.data).html);
   });
+  stream.addEventListener("error", () => {
+    // A stream refused (the session ended: idle, too old, logged out) is not tried again.
+    if (stream.readyState !== EventSource.CLOSED || document.getElementById("ended")) return;
+    const note = document.createElement("div");
+    note.id = "ended";
+    note.className = "error";
+    note.textContent = "This page no longer updates: log in again (/login).";
+    document.querySelector("main").prepend(note);
+  });
   stream.addEventListener("view", (ev) => {
     const data = JSON.parse(ev.data);
     put("summary", data.summary);
