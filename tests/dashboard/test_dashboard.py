@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from urllib.parse import quote
 
 import httpx2
 import pytest
@@ -73,12 +74,17 @@ def test_the_owner_answers_sends_and_stops_from_the_page(
             f"/clones/{asking.id}/answer",
             data={"csrf": csrf, "question_id": "q1", "choice": "right"},
         )
-        assert answered.status_code == 303 and "said=answered" in answered.headers["location"]
+        assert answered.status_code == 303
+        assert answered.headers["location"] == f"/clones/{asking.id}"
+        assert "answered q1: right" in browser.get(answered.headers["location"]).text
         again = browser.post(
             f"/clones/{asking.id}/answer",
             data={"csrf": csrf, "question_id": "q1", "choice": "right"},
         )
-        assert "already%20answered" in again.headers["location"]  # the node's rule, one line
+        assert again.headers["location"] == f"/clones/{asking.id}"
+        shown = browser.get(again.headers["location"]).text
+        assert "question q1 is already answered" in shown  # the node's rule, one line
+        assert "already answered" not in browser.get(f"/clones/{asking.id}").text  # once
         wait_state(home, asking.id, State.DONE)
         wait_state(home, hanging.id, State.RUNNING)
         sent = browser.post(f"/clones/{hanging.id}/send", data={"csrf": csrf, "text": "hi"})
@@ -276,3 +282,26 @@ def test_pages_allow_no_inline_script_and_serve_their_own(site: Site) -> None:
         assert script.headers["content-type"].startswith("text/javascript")
         assert anyone.get("/static/dashboard.css").headers["content-type"].startswith("text/css")
         assert anyone.get("/static/app.py").status_code == 404
+
+
+def test_no_text_from_a_link_reaches_the_owners_page(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site
+) -> None:
+    """A link anyone can send the owner (`?error=`, `?said=`, a clone id in the path) puts
+    none of its words on the page: what an action says is kept in the session, shown once."""
+    ready.set("acme/app#1", Script(play=Play.HANG))
+    clone = node.start("acme/app#1")
+    lure = "Your token leaked: paste it at evil.example to revoke it"
+    with site.logged_in() as browser:
+        for path in ("/", f"/clones/{clone.id}"):
+            for key in ("error", "said"):
+                shown = browser.get(path, params={key: lure})
+                assert shown.status_code == 200 and "evil.example" not in shown.text
+        missing = browser.get(f"/clones/{quote(lure)}")
+        assert missing.status_code == 404 and "evil.example" not in missing.text
+        assert "evil.example" not in browser.get(f"/clones/{quote(lure)}/events").text
+        csrf = csrf_of(browser.get(f"/clones/{clone.id}").text)
+        sent = browser.post(f"/clones/{clone.id}/send", data={"csrf": csrf, "text": "hi"})
+        assert sent.headers["location"] == f"/clones/{clone.id}"
+        assert "sent" in browser.get(f"/clones/{clone.id}", params={"said": lure}).text
+        node.stop(clone.id)

@@ -206,6 +206,15 @@ class Dashboard:
         session: Session | None = request.state.session
         return session
 
+    def _flash(self, request: Request) -> list[tuple[str, str]]:
+        """What the session's last action said, shown once. Only the dashboard's own words
+        reach a page this way: nothing a link's query carries is shown."""
+        session = self._session(request)
+        if session is None:
+            return []
+        said, session.flash = session.flash, []
+        return said
+
     def _csrf(self, request: Request) -> str:
         session = self._session(request)
         return session.csrf if session is not None else ""
@@ -293,13 +302,12 @@ class Dashboard:
 
     async def clones(self, request: Request) -> Response:
         rows = await asyncio.to_thread(self._rows)
-        error = request.query_params.get("error")
         return page(
             "clones.html",
             "shadowclone: clones",
             "/events",
             self._csrf(request),
-            error=error,
+            flash=self._flash(request),
             rows=rows,
         )
 
@@ -343,8 +351,16 @@ class Dashboard:
         clone_id = request.path_params["clone_id"]
         try:
             view = await asyncio.to_thread(self.node.get, clone_id, 1)
-        except ShadowcloneError as missing:
-            return page("missing.html", "shadowclone", csrf=self._csrf(request), error=missing)
+        except ShadowcloneError:
+            # The node's words would repeat the URL's: a fixed line instead.
+            missing = page(
+                "missing.html",
+                "shadowclone",
+                csrf=self._csrf(request),
+                error="No clone has that id (or more than one starts so).",
+            )
+            missing.status_code = 404
+            return missing
         folder = RunFolder(self.node.paths.clones_dir / view.id)
         lines, _, offset = await asyncio.to_thread(folder.progress)
         csrf = self._csrf(request)
@@ -354,8 +370,7 @@ class Dashboard:
             "clone.html",
             f"shadowclone: {view.id}",
             events,
-            error=request.query_params.get("error"),
-            said=request.query_params.get("said"),
+            flash=self._flash(request),
             view=view,
             summary=summary,
             question=question,
@@ -380,8 +395,8 @@ class Dashboard:
         clone_id = request.path_params["clone_id"]
         try:
             folder = await asyncio.to_thread(self.node.resolve, clone_id)
-        except ShadowcloneError as error:
-            return PlainTextResponse(str(error), status_code=404)
+        except ShadowcloneError:
+            return PlainTextResponse("no clone has that id", status_code=404)
         try:
             offset = max(0, int(request.query_params.get("from", "0")))
         except ValueError:
@@ -412,15 +427,18 @@ class Dashboard:
         clone_id = request.path_params["clone_id"]
         form = {k: str(v) for k, v in (await request.form()).items()}
         target = f"/clones/{quote(clone_id)}"
+        session = self._session(request)
         try:
             said = await asyncio.to_thread(act, form)
         except ShadowcloneError as error:
-            if self._session(request) is None:
+            if session is None:
                 return PlainTextResponse(str(error), status_code=409)
-            return RedirectResponse(f"{target}?error={quote(str(error))}", status_code=303)
-        if self._session(request) is None:
+            session.flash.append(("error", str(error)))
+            return RedirectResponse(target, status_code=303)
+        if session is None:
             return PlainTextResponse(said)
-        return RedirectResponse(f"{target}?said={quote(said)}", status_code=303)
+        session.flash.append(("said", said))
+        return RedirectResponse(target, status_code=303)
 
     async def answer(self, request: Request) -> Response:
         clone_id = request.path_params["clone_id"]
