@@ -32,6 +32,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from shadowclone.dashboard.hosts import HostGate, ServedNames
 from shadowclone.dashboard.keys import LOGIN_CODE_S, read_login_code, signed
@@ -51,8 +52,27 @@ LIST_POLL_S = 0.5
 """How often the list looks (every active clone and the latest others)."""
 LIST_LIMIT = 50
 PROGRESS_SHOWN = 200
+STREAMS_PER_CLIENT = 4
+"""Live streams at once for one session (or for the scripts with the token, together)."""
+STREAMS_TOTAL = 64
+"""Live streams at once in all: each polls files, so many would slow every page."""
+STREAM_RETRY_S = 10
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+class _Stream(EventSourceResponse):
+    """A live stream that gives its place back when it ends, however it ends."""
+
+    def __init__(self, events: AsyncIterator[dict[str, str]], release: Callable[[], None]) -> None:
+        super().__init__(events, ping=15)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
 
 
 def _shown(value: object) -> object:
@@ -137,6 +157,8 @@ class Dashboard:
         self.started = clock()
         self.sessions = Sessions(clock, idle_s, absolute_s)
         self.used_codes: dict[str, int] = {}
+        self.streams: dict[str, int] = {}
+        """Live streams by client (a session's key, or "bearer")."""
         self.files = _static_files()
         routes = [
             Route("/login", self.login_page, methods=["GET"]),
@@ -333,6 +355,30 @@ class Dashboard:
         session = self._session(request)
         return session is None or self.sessions.alive(session)
 
+    def _streamed(self, request: Request, events: AsyncIterator[dict[str, str]]) -> Response:
+        """`events` as a live stream, if the client and the dashboard have room for one more;
+        else 429, with when to try again."""
+        session = self._session(request)
+        client = session.key if session is not None else "bearer"
+        if (
+            self.streams.get(client, 0) >= STREAMS_PER_CLIENT
+            or sum(self.streams.values()) >= STREAMS_TOTAL
+        ):
+            return PlainTextResponse(
+                f"too many live pages: at most {STREAMS_PER_CLIENT} for each session and "
+                f"{STREAMS_TOTAL} in all; close some and reload",
+                status_code=429,
+                headers={"Retry-After": str(STREAM_RETRY_S)},
+            )
+        self.streams[client] = self.streams.get(client, 0) + 1
+
+        def release() -> None:
+            self.streams[client] -= 1
+            if not self.streams[client]:
+                del self.streams[client]
+
+        return _Stream(events, release)
+
     async def list_events(self, request: Request) -> Response:
         async def stream() -> AsyncIterator[dict[str, str]]:
             last = None
@@ -343,7 +389,7 @@ class Dashboard:
                     yield {"event": "clones", "data": json.dumps({"rows": rows})}
                 await asyncio.sleep(LIST_POLL_S)
 
-        return EventSourceResponse(stream(), ping=15)
+        return self._streamed(request, stream())
 
     # ------------------------------------------------------------------ one clone
 
@@ -419,7 +465,7 @@ class Dashboard:
                     yield {"event": "view", "data": json.dumps(data)}
                 await asyncio.sleep(POLL_S)
 
-        return EventSourceResponse(stream(), ping=15)
+        return self._streamed(request, stream())
 
     # ------------------------------------------------------------------ acting
 

@@ -16,12 +16,12 @@
     if (progress) progress.insertAdjacentHTML("beforeend", JSON.parse(ev.data).html);
   });
   stream.addEventListener("error", () => {
-    // A stream refused (the session ended: idle, too old, logged out) is not tried again.
+    // A stream refused (the session ended, or too many pages stream) is not tried again.
     if (stream.readyState !== EventSource.CLOSED || document.getElementById("ended")) return;
     const note = document.createElement("div");
     note.id = "ended";
     note.className = "error";
-    note.textContent = "This page no longer updates: log in again (/login).";
+    note.textContent = "This page no longer updates: reload it (or log in again at /login).";
     document.querySelector("main").prepend(note);
   });
   stream.addEventListener("view", (ev) => {
