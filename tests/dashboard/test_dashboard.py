@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx2
 import pytest
 from shadowclone.config import Paths
-from shadowclone.dashboard.keys import answer_url, load_token, token_file
+from shadowclone.dashboard.keys import answer_urls, load_token, token_file
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
@@ -127,15 +127,21 @@ def test_an_answer_link_gives_its_one_answer_once_and_nothing_else(
     clone = node.start("acme/app#1")
     with serving(node):
         wait_state(home, clone.id, State.WAITING)
-        link = answer_url(site.url, site.token, clone.id, "q1", "left")
+        question = node.get(clone.id, 1).question
+        assert question is not None
+        links = answer_urls(site.url, site.token, clone.id, question)
+        link = links["left"]
         with site.client() as phone:
             forged = link.replace("choice=left", "choice=right")
             assert phone.post(forged).status_code == 403
-            other = answer_url(site.url, site.token, clone.id, "q2", "left")
-            assert phone.post(other).status_code == 409  # signed, but no such question
+            other = link.replace("/q1?", "/q2?")
+            assert phone.post(other).status_code == 403  # signed for q1 only
             assert phone.get(link).status_code == 405  # a preview of the link answers nothing
-            assert phone.post(link).status_code == 200
-            assert phone.post(link).status_code == 409  # already answered
+            answered = phone.post(link)
+            assert answered.status_code == 200 and answered.text == "answered q1: left"
+            again = phone.post(link)
+            assert again.status_code == 410 and again.text == "this answer link was used already"
+            assert phone.post(links["right"]).status_code == 410  # the set is spent
             assert phone.get("/").status_code == 401  # the link is no key to the rest
         wait_state(home, clone.id, State.DONE)
     assert inbox(home, clone.id) == [(InboxKind.ANSWER, "left", Via.NOTIFICATION)]

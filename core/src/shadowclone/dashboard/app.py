@@ -35,7 +35,12 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from shadowclone.dashboard.hosts import HostGate, ServedNames
-from shadowclone.dashboard.keys import LOGIN_CODE_S, read_login_code, signed
+from shadowclone.dashboard.keys import (
+    LOGIN_CODE_S,
+    question_digest,
+    read_answer_link,
+    read_login_code,
+)
 from shadowclone.dashboard.sessions import ABSOLUTE_S, IDLE_S, Session, Sessions
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.local import CloneView, LocalNode
@@ -157,6 +162,8 @@ class Dashboard:
         self.started = clock()
         self.sessions = Sessions(clock, idle_s, absolute_s)
         self.used_codes: dict[str, int] = {}
+        self.used_links: dict[str, int] = {}
+        """The answer links used (by nonce), until they expire."""
         self.streams: dict[str, int] = {}
         """Live streams by client (a session's key, or "bearer")."""
         self.files = _static_files()
@@ -518,18 +525,35 @@ class Dashboard:
         """An answer link from a notification: it answers its one question, once."""
         clone_id = request.path_params["clone_id"]
         question_id = request.path_params["question_id"]
-        choice = request.query_params.get("choice", "")
-        if not signed(
-            self.token, clone_id, question_id, choice, request.query_params.get("sig", "")
-        ):
+        link = read_answer_link(self.token, clone_id, question_id, request.query_params)
+        if link is None:
             return PlainTextResponse("refused: this link is not signed for that", 403)
+        now = self.clock()
+        for nonce, expires in list(self.used_links.items()):
+            if expires < now:
+                del self.used_links[nonce]
+        if link.nonce in self.used_links:
+            return PlainTextResponse("this answer link was used already", status_code=410)
+        if link.expires < now:
+            return PlainTextResponse("this answer link has expired", status_code=410)
+        self.used_links[link.nonce] = link.expires  # before the answer: a second press waits
         try:
+            view = await asyncio.to_thread(self.node.get, clone_id, 1)
+            asked = view.question
+            if (
+                asked is not None
+                and asked.id == question_id
+                and question_digest(asked) != link.question
+            ):
+                del self.used_links[link.nonce]
+                return PlainTextResponse("refused: this link is for another question", 403)
             await asyncio.to_thread(
-                self.node.answer, clone_id, question_id, choice, Via.NOTIFICATION
+                self.node.answer, clone_id, question_id, link.choice, Via.NOTIFICATION
             )
         except ShadowcloneError as error:
+            self.used_links.pop(link.nonce, None)  # not spent: the node's refusal stands
             return PlainTextResponse(str(error), status_code=409)
-        return PlainTextResponse(f"answered {question_id}: {choice}")
+        return PlainTextResponse(f"answered {question_id}: {link.choice}")
 
 
 def web_link(url: str | None) -> str | None:
