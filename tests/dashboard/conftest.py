@@ -6,11 +6,20 @@ from collections.abc import Iterator
 
 import pytest
 from shadowclone.config import Paths
+from shadowclone.dashboard.app import Dashboard
+from shadowclone.dashboard.keys import load_token
 from shadowclone.node.local import LocalNode
-from shadowclone_testing.web import Site, dashboard
+
+from tests.dashboard.served import Clock, Site, served
 
 
 @pytest.fixture
-def site(node: LocalNode, home: Paths) -> Iterator[Site]:
-    with dashboard(node, home) as found:
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def site(node: LocalNode, home: Paths, clock: Clock) -> Iterator[Site]:
+    token, _ = load_token(home)
+    with served(Dashboard(node, token, clock=clock), clock) as found:
         yield found

@@ -13,11 +13,13 @@ import pytest
 from shadowclone.config import Paths
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import ProgressKind, ProgressLine, State, Step
+from shadowclone.node.schemas import ProgressKind, ProgressLine, Record, State, Step
 from shadowclone_testing.harness import skip_or_fail
 from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, serving, wait_state
-from shadowclone_testing.web import PLANTED, Site
+from shadowclone_testing.web import PLANTED
+
+from tests.dashboard.served import Site
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 WAIT_S = 20.0
@@ -91,8 +93,8 @@ def test_the_owner_follows_answers_sends_and_stops_in_a_real_browser(
     )
     with serving(node):
         browser.get(f"{site.url}/")
-        assert "needs your token" in browser.page_source  # no token, no page
-        browser.get(f"{site.url}/login?token={site.token}")
+        assert "log in first" in browser.page_source  # no token, no page
+        browser.get(site.login_url())
         until(browser, lambda b: all(c.id in text(b, "clones") for c in (asking, echoing)))
         until(browser, lambda b: "waiting" in text(b, "clones"))  # live: the list streams
         shot(browser, "list")
@@ -125,3 +127,79 @@ def test_the_owner_follows_answers_sends_and_stops_in_a_real_browser(
         wait_state(home, echoing.id, State.STOPPED)
     for name in ("list", "question", "answered", "follow", "stopped"):
         assert (SCREENSHOTS / f"{name}.png").stat().st_size > 1000
+
+
+INJECTED = """
+window.violations = [];
+document.addEventListener(
+  'securitypolicyviolation', ev => window.violations.push(ev.violatedDirective));
+const script = document.createElement('script');
+script.textContent = 'window.ran = "inline script";';
+document.body.appendChild(script);
+const image = document.createElement('img');
+image.setAttribute('onerror', 'window.ran = "inline handler";');
+image.src = '/no-such-image';
+document.body.appendChild(image);
+"""
+
+
+def test_an_injected_inline_script_does_not_run_and_the_live_page_still_does(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site, browser: Chrome
+) -> None:
+    """The page's policy allows scripts from the dashboard's own files only: a script or an
+    event handler that something manages to put into the page does not run."""
+    ready.set("acme/app#1", Script(play=Play.HANG))
+    clone = node.start("acme/app#1")
+    with serving(node):
+        browser.get(site.login_url())
+        browser.get(f"{site.url}/clones/{clone.id}")
+        until(browser, lambda b: "running" in text(b, "summary"))  # its own script streams
+        browser.execute_script(INJECTED)
+        until(browser, lambda b: len(b.execute_script("return window.violations")) >= 2)
+        assert browser.execute_script("return window.ran === undefined")
+        violated = browser.execute_script("return window.violations")
+        assert all(directive.startswith("script-src") for directive in violated)
+        node.stop(clone.id)
+        wait_state(home, clone.id, State.STOPPED)
+        until(browser, lambda b: "stopped" in text(b, "summary"))
+
+
+PR_URLS = [
+    "https://github.com/acme/app/pull/7",
+    "HTTP://github.com/acme/app/pull/7",
+    "javascript:alert(document.cookie)",
+    " javascript:alert(1)",
+    "java\tscript:alert(1)",
+    "\x01javascript:alert(1)",
+    "data:text/html,<script>alert(1)</script>",
+    "vbscript:msgbox(1)",
+    "https://github.com@evil.example/acme/app/pull/7",
+    "https://github.com:x@evil.example/",
+    "https:evil.example/acme/app/pull/7",
+    "https:\\\\evil.example/pull/7",
+    "//evil.example/pull/7",
+    "https://",
+]
+
+
+def test_a_pull_request_is_a_link_only_to_a_plain_web_address(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site, browser: Chrome
+) -> None:
+    """Whatever a record says its pull request is, the page links only to an http(s) address
+    that leads where it reads (no user part), as Chromium itself parses the link; anything
+    else is shown as text."""
+    clone = node.start("acme/app#1")
+    folder = RunFolder(home.clones_dir / clone.id)
+    browser.get(site.login_url())
+    for pr_url in PR_URLS:
+        folder.write_record(Record(id=clone.id, state=State.DONE, pr_url=pr_url))
+        browser.get(f"{site.url}/clones/{clone.id}")
+        until(browser, lambda b: "pull request" in text(b, "summary"))
+        links = browser.execute_script(
+            "return [...document.links].map(a => [a.protocol, a.username, a.password, a.href])"
+        )
+        for protocol, username, password, href in links:
+            assert protocol in ("http:", "https:"), (pr_url, href)
+            assert username == password == "", (pr_url, href)
+        linked = [href for *_, href in links if "pull" in href]
+        assert bool(linked) is (pr_url in PR_URLS[:2]), pr_url

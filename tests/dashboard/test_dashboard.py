@@ -8,17 +8,19 @@ import os
 import re
 import subprocess
 import sys
+from urllib.parse import quote
 
 import httpx2
 import pytest
 from shadowclone.config import Paths
-from shadowclone.dashboard.keys import answer_url, load_token, token_file
+from shadowclone.dashboard.keys import answer_urls, load_token, token_file
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     InboxKind,
     ProgressKind,
     ProgressLine,
+    Question,
     Record,
     State,
     Step,
@@ -27,11 +29,13 @@ from shadowclone.node.schemas import (
 from shadowclone_testing.harness import CLI_PROGRAM
 from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, serving, wait_state, wait_until
-from shadowclone_testing.web import PLANTED, Site, free_port
+from shadowclone_testing.web import PLANTED, free_port
+
+from tests.dashboard.served import Site
 
 
 def csrf_of(page: str) -> str:
-    found = re.search(r"name='csrf' value='([0-9a-f]+)'", page)
+    found = re.search(r"name='csrf' value='([\w-]+)'", page)
     assert found, "the page has a form with its CSRF value"
     return found.group(1)
 
@@ -70,12 +74,17 @@ def test_the_owner_answers_sends_and_stops_from_the_page(
             f"/clones/{asking.id}/answer",
             data={"csrf": csrf, "question_id": "q1", "choice": "right"},
         )
-        assert answered.status_code == 303 and "said=answered" in answered.headers["location"]
+        assert answered.status_code == 303
+        assert answered.headers["location"] == f"/clones/{asking.id}"
+        assert "answered q1: right" in browser.get(answered.headers["location"]).text
         again = browser.post(
             f"/clones/{asking.id}/answer",
             data={"csrf": csrf, "question_id": "q1", "choice": "right"},
         )
-        assert "already%20answered" in again.headers["location"]  # the node's rule, one line
+        assert again.headers["location"] == f"/clones/{asking.id}"
+        shown = browser.get(again.headers["location"]).text
+        assert "question q1 is already answered" in shown  # the node's rule, one line
+        assert "already answered" not in browser.get(f"/clones/{asking.id}").text  # once
         wait_state(home, asking.id, State.DONE)
         wait_state(home, hanging.id, State.RUNNING)
         sent = browser.post(f"/clones/{hanging.id}/send", data={"csrf": csrf, "text": "hi"})
@@ -118,15 +127,21 @@ def test_an_answer_link_gives_its_one_answer_once_and_nothing_else(
     clone = node.start("acme/app#1")
     with serving(node):
         wait_state(home, clone.id, State.WAITING)
-        link = answer_url(site.url, site.token, clone.id, "q1", "left")
+        question = node.get(clone.id, 1).question
+        assert question is not None
+        links = answer_urls(site.url, site.token, clone.id, question)
+        link = links["left"]
         with site.client() as phone:
             forged = link.replace("choice=left", "choice=right")
             assert phone.post(forged).status_code == 403
-            other = answer_url(site.url, site.token, clone.id, "q2", "left")
-            assert phone.post(other).status_code == 409  # signed, but no such question
+            other = link.replace("/q1?", "/q2?")
+            assert phone.post(other).status_code == 403  # signed for q1 only
             assert phone.get(link).status_code == 405  # a preview of the link answers nothing
-            assert phone.post(link).status_code == 200
-            assert phone.post(link).status_code == 409  # already answered
+            answered = phone.post(link)
+            assert answered.status_code == 200 and answered.text == "answered q1: left"
+            again = phone.post(link)
+            assert again.status_code == 410 and again.text == "this answer link was used already"
+            assert phone.post(links["right"]).status_code == 410  # the set is spent
             assert phone.get("/").status_code == 401  # the link is no key to the rest
         wait_state(home, clone.id, State.DONE)
     assert inbox(home, clone.id) == [(InboxKind.ANSWER, "left", Via.NOTIFICATION)]
@@ -193,13 +208,21 @@ def test_a_pull_request_is_a_link_only_to_the_web(
     assert "pull request" in shown
 
 
-def test_the_dashboard_command_serves_and_never_prints_its_token(home: Paths) -> None:
+def test_the_dashboard_command_serves_and_prints_a_one_time_login_link(home: Paths) -> None:
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     argv = [sys.executable, "-c", CLI_PROGRAM, "dashboard", "--port", str(port)]
     server = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert server.stdout is not None
+    printed: list[str] = []
     try:
         url = f"http://127.0.0.1:{port}"
+        while not printed or not printed[-1].startswith("log in: "):
+            line = server.stdout.readline().decode()
+            assert line, "the command ended: " + "".join(printed)
+            printed.append(line)
+        link = printed[-1].split()[3]
+        assert link.startswith(f"{url}/login?code=")
 
         def answers() -> bool:
             try:
@@ -210,11 +233,81 @@ def test_the_dashboard_command_serves_and_never_prints_its_token(home: Paths) ->
         wait_until(answers, "the dashboard to answer")
         token, made = load_token(home, create=False)
         assert not made
-        login = httpx2.get(f"{url}/login", params={"token": token}, timeout=5)
-        assert login.status_code == 303
+        with httpx2.Client(timeout=5) as browser:
+            assert browser.get(link).status_code == 303
+            assert browser.get(f"{url}/").status_code == 200
+        again = httpx2.get(link, timeout=5)
+        assert again.status_code == 401 and "used already" in again.text
     finally:
         server.terminate()
-        output = server.communicate(timeout=30)[0].decode()
+        output = "".join(printed) + server.communicate(timeout=30)[0].decode()
     assert f"the dashboard serves {url}; its token is new, in {token_file(home)}" in output
-    assert "login?token=$(cat " in output
     assert token not in output
+
+
+HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>'\"&"
+
+
+def test_pages_come_from_autoescaping_templates_that_show_every_text_as_text(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site
+) -> None:
+    """The pages are Jinja templates with autoescape on: a clone's words (its question, its
+    options, its reason, its progress) reach the page as text, never as markup, and redacted."""
+    from shadowclone.dashboard.app import TEMPLATES
+
+    assert TEMPLATES.autoescape is True
+    assert str(TEMPLATES.from_string("{{ x }}").render(x=HOSTILE)).startswith("&lt;script&gt;")
+    clone = node.start("acme/app#1")
+    question = Question(
+        id="q1", text=f"which {HOSTILE}", options=(HOSTILE, "plain"), recommended="plain"
+    )
+    folder = RunFolder(home.clones_dir / clone.id)
+    folder.write_record(
+        Record(id=clone.id, state=State.WAITING, question=question, reason=f"why {HOSTILE}")
+    )
+    folder.append_progress(ProgressLine(Step.ENGINE, ProgressKind.TEXT, f"{HOSTILE} {PLANTED}"))
+    folder.append_progress(ProgressLine(Step.ENGINE, ProgressKind.QUESTION, question=question))
+    with site.logged_in() as browser:
+        pages = browser.get("/").text + browser.get(f"/clones/{clone.id}").text
+    assert "<script>alert" not in pages and "<img" not in pages
+    assert html.escape("<script>alert(1)</script>", quote=False) in pages
+    assert "value='&lt;script&gt;" in pages  # an option, in its button's value too
+    assert PLANTED not in pages
+
+
+def test_pages_allow_no_inline_script_and_serve_their_own(site: Site) -> None:
+    with site.logged_in() as browser:
+        listing = browser.get("/")
+    policy = listing.headers["content-security-policy"]
+    assert "unsafe-inline" not in policy and "script-src 'self'" in policy
+    assert re.findall(r"<script[^>]*>", listing.text) == ["<script src='/static/dashboard.js'>"]
+    assert "<style" not in listing.text and " style=" not in listing.text
+    with site.client() as anyone:  # no secret in them: they need no token
+        script = anyone.get("/static/dashboard.js")
+        assert script.status_code == 200 and "EventSource" in script.text
+        assert script.headers["content-type"].startswith("text/javascript")
+        assert anyone.get("/static/dashboard.css").headers["content-type"].startswith("text/css")
+        assert anyone.get("/static/app.py").status_code == 404
+
+
+def test_no_text_from_a_link_reaches_the_owners_page(
+    node: LocalNode, home: Paths, ready: Scripts, site: Site
+) -> None:
+    """A link anyone can send the owner (`?error=`, `?said=`, a clone id in the path) puts
+    none of its words on the page: what an action says is kept in the session, shown once."""
+    ready.set("acme/app#1", Script(play=Play.HANG))
+    clone = node.start("acme/app#1")
+    lure = "Your token leaked: paste it at evil.example to revoke it"
+    with site.logged_in() as browser:
+        for path in ("/", f"/clones/{clone.id}"):
+            for key in ("error", "said"):
+                shown = browser.get(path, params={key: lure})
+                assert shown.status_code == 200 and "evil.example" not in shown.text
+        missing = browser.get(f"/clones/{quote(lure)}")
+        assert missing.status_code == 404 and "evil.example" not in missing.text
+        assert "evil.example" not in browser.get(f"/clones/{quote(lure)}/events").text
+        csrf = csrf_of(browser.get(f"/clones/{clone.id}").text)
+        sent = browser.post(f"/clones/{clone.id}/send", data={"csrf": csrf, "text": "hi"})
+        assert sent.headers["location"] == f"/clones/{clone.id}"
+        assert "sent" in browser.get(f"/clones/{clone.id}", params={"said": lure}).text
+        node.stop(clone.id)

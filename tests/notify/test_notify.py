@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import attrs
 import httpx2
@@ -22,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from shadowclone.config import Paths, load_config, set_value
-from shadowclone.dashboard.keys import load_token, signed
+from shadowclone.dashboard.keys import load_token, read_answer_link
 from shadowclone.errors import PluginUnavailable
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
@@ -128,10 +129,15 @@ def test_a_question_and_the_end_reach_the_webhook_signed(
     assert question["question_id"] == "q1" and question["options"]
     assert question["url"] == f"https://dash.example.net/clones/{clone.id}"
     token, _ = load_token(home, create=False)
+    nonces = set()
     for option, url in question["answer_urls"].items():
         assert url.startswith(f"https://dash.example.net/answer/{clone.id}/q1?")
-        signature = url.rsplit("sig=", 1)[1]
-        assert signed(token, clone.id, "q1", option, signature)
+        query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+        link = read_answer_link(token, clone.id, "q1", query)
+        assert link is not None and link.choice == option
+        assert link.expires > datetime.now(UTC).timestamp()
+        nonces.add(link.nonce)
+    assert len(nonces) == 1  # one set of links for the question: one used spends them all
     assert "done" in done["title"]
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
-
 import click
 
 from shadowclone.cli.app import App, pass_app
@@ -16,7 +14,7 @@ from shadowclone.config import load_config
 @pass_app
 def dashboard(app: App, host: str | None, port: int | None) -> None:
     """Serve the dashboard: a local web page to follow clones, answer, message and stop them."""
-    from shadowclone.dashboard.keys import load_token, token_file
+    from shadowclone.dashboard.keys import LOGIN_CODE_S, load_token, login_url, token_file
     from shadowclone.dashboard.server import make_server
 
     config, paths = load_config(app.paths)
@@ -25,12 +23,13 @@ def dashboard(app: App, host: str | None, port: int | None) -> None:
     token, made = load_token(paths)
     server = make_server(config, paths, host, port, token)
     address = f"http://{host}:{port}"
-    # The token is never printed (a terminal's scrollback is no place for it): the line opens
-    # the dashboard with the file's content.
+    # The token is never printed (a terminal's scrollback is no place for it), nor put in a
+    # URL: the login link carries a code that logs in once, within minutes, on this server.
     app.out.print(
         f"the dashboard serves {address}"
         + (f"; its token is new, in {token_file(paths)}" if made else "")
-        + f'\nlog in: open "{address}/login?token=$(cat {shlex.quote(str(token_file(paths)))})"',
+        + f"\nlog in: open {login_url(address, token)} (once, within "
+        + f"{round(LOGIN_CODE_S / 60)} minutes; later, log in at {address}/login with the token)",
         markup=False,
         highlight=False,
     )

@@ -1,11 +1,13 @@
 """The dashboard's web application (Starlette): pages rendered on the server, live updates by
 server-sent events, and forms that go through the node's operations as the CLI's commands do.
 
-Every request needs the owner's token: once, as `/login?token=...`, which sets a session
-cookie (HttpOnly, SameSite=Strict), or as `Authorization: Bearer TOKEN`. A form posted with
-the cookie also carries a CSRF value derived from the token, and a request whose Origin is
-not the dashboard's is refused. The one exception is an answer link from a notification:
-signed for one clone, one question and one option, it can give that answer and nothing else.
+Every request needs the owner: a browser in a session, opened by a login (a one-time login
+code from the link `shadowclone dashboard` prints, or the token posted in the login form;
+never the token in a URL), or a script with `Authorization: Bearer TOKEN`. A session has a
+random cookie (HttpOnly, SameSite=Strict) and a CSRF value of its own for its forms, and ends
+when idle, when too old, or at logout; a form from another origin is refused. The one
+exception is an answer link from a notification: signed for one clone, one question and one
+option, it can give that answer and nothing else.
 Every text shown passes the report's redaction.
 """
 
@@ -14,21 +16,32 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import html
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
+from importlib import resources
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
-from shadowclone.dashboard.keys import signed
+from shadowclone.dashboard.hosts import HostGate, ServedNames
+from shadowclone.dashboard.keys import (
+    LOGIN_CODE_S,
+    question_digest,
+    read_answer_link,
+    read_login_code,
+)
+from shadowclone.dashboard.sessions import ABSOLUTE_S, IDLE_S, Session, Sessions
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.local import CloneView, LocalNode
 from shadowclone.node.runfolder import RunFolder
@@ -44,51 +57,81 @@ LIST_POLL_S = 0.5
 """How often the list looks (every active clone and the latest others)."""
 LIST_LIMIT = 50
 PROGRESS_SHOWN = 200
+STREAMS_PER_CLIENT = 4
+"""Live streams at once for one session (or for the scripts with the token, together)."""
+STREAMS_TOTAL = 64
+"""Live streams at once in all: each polls files, so many would slow every page."""
+STREAM_RETRY_S = 10
 
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def _derived(token: str, purpose: str) -> str:
-    return hmac.new(token.encode(), purpose.encode(), hashlib.sha256).hexdigest()
+class _Stream(EventSourceResponse):
+    """A live stream that gives its place back when it ends, however it ends."""
+
+    def __init__(self, events: AsyncIterator[dict[str, str]], release: Callable[[], None]) -> None:
+        super().__init__(events, ping=15)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
 
 
-def e(text: object) -> str:
-    """Escaped and redacted: every text of a clone goes through here."""
-    return html.escape(redact_tokens(str(text)), quote=True)
+def _shown(value: object) -> object:
+    """Every value a template prints, redacted (then escaped by the autoescape): HTML made by
+    another template of ours is already both, and passes as it is."""
+    if isinstance(value, Markup):
+        return value
+    return redact_tokens("" if value is None else str(value))
 
 
-STYLE = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
-header{background:#1d2330;color:#fff;padding:10px 20px;display:flex;gap:16px;align-items:center}
-header a{color:#fff;text-decoration:none;font-weight:600}
-main{padding:16px 20px;max-width:1100px}
-table{border-collapse:collapse;width:100%;background:#fff}
-th,td{padding:6px 8px;border-bottom:1px solid #e3e6eb;text-align:left;vertical-align:top}
-.state{font-weight:600}.waiting,.paused{color:#b35c00}.failed{color:#b3261e}
-.done{color:#1e7b34}.running,.preparing{color:#1a5fb4}.queued,.scheduled{color:#666}
-.question{background:#fff7e6;border:1px solid #f0c36d;padding:10px;margin:10px 0}
-.error{background:#fdecea;border:1px solid #b3261e;padding:8px;margin:10px 0}
-form.inline{display:inline}button{margin:2px 4px 2px 0;cursor:pointer}
-ol.progress{background:#fff;padding:8px 8px 8px 48px;font:12px/1.4 monospace}
-.muted{color:#666}
-"""
+TEMPLATES = Environment(
+    loader=PackageLoader("shadowclone.dashboard", "templates"),
+    autoescape=True,
+    finalize=_shown,
+    undefined=StrictUndefined,
+    auto_reload=False,
+)
+"""The dashboard's pages: autoescaped, and every value redacted as the report is."""
 
 
-def page(title: str, body: str, script: str = "") -> HTMLResponse:
+def render(name: str, **values: object) -> Markup:
+    return Markup(TEMPLATES.get_template(name).render(**values))
+
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+"""No inline script or style anywhere: the page's script and style are files of their own."""
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+STATIC = {
+    "dashboard.js": "text/javascript; charset=utf-8",
+    "dashboard.css": "text/css; charset=utf-8",
+}
+
+
+def page(
+    name: str, title: str, events: str | None = None, csrf: str = "", **values: object
+) -> HTMLResponse:
+    """A page; `events`: the stream its script follows; `csrf`: its session's, for its forms
+    (none: no session, then no form but the login's)."""
     return HTMLResponse(
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{e(title)}</title><style>{STYLE}</style></head><body>"
-        "<header><a href='/'>shadowclone</a><span class='muted'>your clones</span></header>"
-        f"<main>{body}</main>{script}</body></html>",
-        headers={
-            "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; "
-            "script-src 'unsafe-inline'; frame-ancestors 'none'",
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "same-origin",
-            "Cache-Control": "no-store",
-        },
+        render(name, title=title, events=events, csrf=csrf, **values),
+        headers={**HEADERS, "Cache-Control": "no-store"},
     )
+
+
+def _static_files() -> dict[str, bytes]:
+    folder = resources.files("shadowclone.dashboard") / "static"
+    return {name: folder.joinpath(name).read_bytes() for name in STATIC}
 
 
 def _cost(view: CloneView) -> str:
@@ -103,14 +146,32 @@ def _when(moment: datetime | None) -> str:
 class Dashboard:
     """The application, over one node (the same operations the CLI runs)."""
 
-    def __init__(self, node: LocalNode, token: str, origin: str | None = None) -> None:
+    def __init__(
+        self,
+        node: LocalNode,
+        token: str,
+        origin: str | None = None,
+        clock: Callable[[], float] = time.time,
+        idle_s: float = IDLE_S,
+        absolute_s: float = ABSOLUTE_S,
+    ) -> None:
         self.node = node
         self.token = token
-        self.session = _derived(token, "session")
-        self.csrf = _derived(token, "csrf")
         self.origin = origin
+        self.clock = clock
+        self.started = clock()
+        self.sessions = Sessions(clock, idle_s, absolute_s)
+        self.used_codes: dict[str, int] = {}
+        self.used_links: dict[str, int] = {}
+        """The answer links used (by nonce), until they expire."""
+        self.streams: dict[str, int] = {}
+        """Live streams by client (a session's key, or "bearer")."""
+        self.files = _static_files()
         routes = [
-            Route("/login", self.login, methods=["GET"]),
+            Route("/login", self.login_page, methods=["GET"]),
+            Route("/login", self.login, methods=["POST"]),
+            Route("/logout", self.guarded(self.logout), methods=["POST"]),
+            Route("/static/{name}", self.static, methods=["GET"]),
             Route("/", self.guarded(self.clones), methods=["GET"]),
             Route("/events", self.guarded(self.list_events), methods=["GET"]),
             Route("/clones/{clone_id}", self.guarded(self.clone), methods=["GET"]),
@@ -124,17 +185,11 @@ class Dashboard:
 
     # ------------------------------------------------------------------ the gate
 
-    def _authorized(self, request: Request) -> str | None:
-        """How the request proves it is the owner's: "bearer", "cookie", or None."""
+    def _bearer(self, request: Request) -> bool:
         header = request.headers.get("authorization", "")
-        if header.startswith("Bearer ") and hmac.compare_digest(
+        return header.startswith("Bearer ") and hmac.compare_digest(
             header[7:].strip().encode(), self.token.encode()
-        ):
-            return "bearer"
-        cookie = request.cookies.get(COOKIE, "")
-        if cookie and hmac.compare_digest(cookie.encode(), self.session.encode()):
-            return "cookie"
-        return None
+        )
 
     def _same_origin(self, request: Request) -> bool:
         origin = request.headers.get("origin") or request.headers.get("referer")
@@ -148,33 +203,62 @@ class Dashboard:
         return found.netloc in allowed
 
     def guarded(self, handler: Handler) -> Handler:
+        """Only the owner's: with the token in the Authorization header (a script), or in a
+        live session whose forms carry its CSRF value (a browser)."""
+
         async def guard(request: Request) -> Response:
-            how = self._authorized(request)
-            if how is None:
+            request.state.session = None
+            if self._bearer(request):
+                return await handler(request)
+            streaming = request.url.path.endswith("/events")
+            session = self.sessions.find(request.cookies.get(COOKIE, ""), touch=not streaming)
+            if session is None:
                 return PlainTextResponse(
-                    "the dashboard needs your token: open /login?token=... (the token is in "
-                    "dashboard.token beside your config)",
+                    "log in first: open the login link `shadowclone dashboard` prints, or /login",
                     status_code=401,
                 )
-            if request.method == "POST" and how == "cookie":
+            if request.method == "POST":
                 form = await request.form()
                 given = str(form.get("csrf", ""))
-                if not hmac.compare_digest(given.encode(), self.csrf.encode()) or (
+                if not hmac.compare_digest(given.encode(), session.csrf.encode()) or (
                     not self._same_origin(request)
                 ):
                     return PlainTextResponse("refused: a form from elsewhere", status_code=403)
+            request.state.session = session
             return await handler(request)
 
         return guard
 
-    async def login(self, request: Request) -> Response:
-        given = request.query_params.get("token", "")
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return PlainTextResponse("wrong or missing token", status_code=401)
+    @staticmethod
+    def _session(request: Request) -> Session | None:
+        """The request's session (None: a script with the token)."""
+        session: Session | None = request.state.session
+        return session
+
+    def _flash(self, request: Request) -> list[tuple[str, str]]:
+        """What the session's last action said, shown once. Only the dashboard's own words
+        reach a page this way: nothing a link's query carries is shown."""
+        session = self._session(request)
+        if session is None:
+            return []
+        said, session.flash = session.flash, []
+        return said
+
+    def _csrf(self, request: Request) -> str:
+        session = self._session(request)
+        return session.csrf if session is not None else ""
+
+    def _logged_in(self, request: Request) -> Response:
+        """A new session for this browser (a login rotates it: any session it had ends)."""
+        old = self.sessions.find(request.cookies.get(COOKIE, ""), touch=False)
+        if old is not None:
+            self.sessions.end(old)
+        cookie, _ = self.sessions.open()
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
             COOKIE,
-            self.session,
+            cookie,
+            max_age=int(self.sessions.absolute_s),
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
@@ -182,50 +266,137 @@ class Dashboard:
         )
         return response
 
+    def _login_form(self, error: str | None, status: int) -> Response:
+        response = page("login.html", "shadowclone: log in", error=error)
+        response.status_code = status
+        return response
+
+    async def login_page(self, request: Request) -> Response:
+        """A login link (`?code=`, good once), or the form to give the token in."""
+        if "token" in request.query_params:
+            return PlainTextResponse(
+                "refused: the token goes in no URL; open the login link `shadowclone dashboard`"
+                " prints, or give the token in the form at /login",
+                status_code=401,
+            )
+        code = request.query_params.get("code")
+        if code is None:
+            return self._login_form(None, 200)
+        now = self.clock()
+        for nonce, issued in list(self.used_codes.items()):
+            if now - issued > LOGIN_CODE_S:
+                del self.used_codes[nonce]
+        found = read_login_code(self.token, code)
+        if found is None:
+            return self._login_form("That login link is not one of this dashboard's.", 401)
+        nonce, issued = found
+        if nonce in self.used_codes:
+            return self._login_form("That login link was used already: it logs in once.", 401)
+        if now - issued > LOGIN_CODE_S or issued < int(self.started):
+            return self._login_form("That login link has expired.", 401)
+        self.used_codes[nonce] = issued
+        return self._logged_in(request)
+
+    async def login(self, request: Request) -> Response:
+        """The login form: the token, posted (never in a URL)."""
+        form = await request.form()
+        given = str(form.get("token", "")).strip()
+        if not self._same_origin(request):
+            return PlainTextResponse("refused: a form from elsewhere", status_code=403)
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return self._login_form("That is not the dashboard's token.", 401)
+        return self._logged_in(request)
+
+    async def logout(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None:
+            return PlainTextResponse("no session to end: a script's token has none")
+        self.sessions.end(session)
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+        return response
+
+    async def static(self, request: Request) -> Response:
+        """The pages' script and style (no secret: served without the token)."""
+        name = request.path_params["name"]
+        if name not in self.files:
+            return PlainTextResponse("no such file", status_code=404)
+        return Response(
+            self.files[name],
+            media_type=STATIC[name],
+            headers={**HEADERS, "Cache-Control": "no-cache"},
+        )
+
     # ------------------------------------------------------------------ the list
 
     async def clones(self, request: Request) -> Response:
         rows = await asyncio.to_thread(self._rows)
-        error = request.query_params.get("error")
-        body = (f"<div class='error'>{e(error)}</div>" if error else "") + (
-            "<h1>Clones</h1><table><thead><tr><th>clone</th><th>target</th><th>state</th>"
-            "<th>cost</th><th>question</th><th>last</th></tr></thead>"
-            f"<tbody id='clones'>{rows}</tbody></table>"
+        return page(
+            "clones.html",
+            "shadowclone: clones",
+            "/events",
+            self._csrf(request),
+            flash=self._flash(request),
+            rows=rows,
         )
-        script = (
-            "<script>const s=new EventSource('/events');"
-            "s.addEventListener('clones',ev=>{document.getElementById('clones').innerHTML="
-            "JSON.parse(ev.data).rows;});</script>"
-        )
-        return page("shadowclone: clones", body, script)
 
-    def _rows(self) -> str:
+    def _rows(self) -> Markup:
         listing = self.node.list(include_all=False, limit=LIST_LIMIT)
-        out = []
+        rows = []
         for view in listing.clones:
-            question = view.question
-            asked = e(question.text) if question else ""
             last = view.last_progress[-1].text if view.last_progress else view.reason
-            out.append(
-                f"<tr data-id='{e(view.id)}'><td><a href='/clones/{quote(view.id)}'>"
-                f"{e(view.id)}</a></td><td>{e(view.target.key)}</td>"
-                f"<td class='state {e(view.state)}'>{e(view.state)}</td>"
-                f"<td>{e(_cost(view))}</td><td>{asked}</td>"
-                f"<td class='muted'>{e(last[:160])}</td></tr>"
+            rows.append(
+                {
+                    "id": view.id,
+                    "target": view.target.key,
+                    "state": view.state,
+                    "cost": _cost(view),
+                    "asked": view.question.text if view.question else "",
+                    "last": redact_tokens(last)[:160],
+                }
             )
-        return "".join(out) or "<tr><td colspan='6' class='muted'>no clones yet</td></tr>"
+        return render("rows.html", rows=rows)
+
+    def _streams_on(self, request: Request) -> bool:
+        """A stream ends with its session (idle, too old, or logged out)."""
+        session = self._session(request)
+        return session is None or self.sessions.alive(session)
+
+    def _streamed(self, request: Request, events: AsyncIterator[dict[str, str]]) -> Response:
+        """`events` as a live stream, if the client and the dashboard have room for one more;
+        else 429, with when to try again."""
+        session = self._session(request)
+        client = session.key if session is not None else "bearer"
+        if (
+            self.streams.get(client, 0) >= STREAMS_PER_CLIENT
+            or sum(self.streams.values()) >= STREAMS_TOTAL
+        ):
+            return PlainTextResponse(
+                f"too many live pages: at most {STREAMS_PER_CLIENT} for each session and "
+                f"{STREAMS_TOTAL} in all; close some and reload",
+                status_code=429,
+                headers={"Retry-After": str(STREAM_RETRY_S)},
+            )
+        self.streams[client] = self.streams.get(client, 0) + 1
+
+        def release() -> None:
+            self.streams[client] -= 1
+            if not self.streams[client]:
+                del self.streams[client]
+
+        return _Stream(events, release)
 
     async def list_events(self, request: Request) -> Response:
         async def stream() -> AsyncIterator[dict[str, str]]:
             last = None
-            while not await request.is_disconnected():
+            while self._streams_on(request) and not await request.is_disconnected():
                 rows = await asyncio.to_thread(self._rows)
                 if rows != last:
                     last = rows
                     yield {"event": "clones", "data": json.dumps({"rows": rows})}
                 await asyncio.sleep(LIST_POLL_S)
 
-        return EventSourceResponse(stream(), ping=15)
+        return self._streamed(request, stream())
 
     # ------------------------------------------------------------------ one clone
 
@@ -233,113 +404,75 @@ class Dashboard:
         clone_id = request.path_params["clone_id"]
         try:
             view = await asyncio.to_thread(self.node.get, clone_id, 1)
-        except ShadowcloneError as missing:
-            return page("shadowclone", f"<div class='error'>{e(missing)}</div>")
+        except ShadowcloneError:
+            # The node's words would repeat the URL's: a fixed line instead.
+            missing = page(
+                "missing.html",
+                "shadowclone",
+                csrf=self._csrf(request),
+                error="No clone has that id (or more than one starts so).",
+            )
+            missing.status_code = 404
+            return missing
         folder = RunFolder(self.node.paths.clones_dir / view.id)
         lines, _, offset = await asyncio.to_thread(folder.progress)
-        problem = request.query_params.get("error")
-        said = request.query_params.get("said")
-        items = "".join(_line(line) for line in lines[-PROGRESS_SHOWN:])
-        seen = _digest(self._summary(view), self._question(view))
-        body = (
-            (f"<div class='error'>{e(problem)}</div>" if problem else "")
-            + (f"<div class='muted'>{e(said)}</div>" if said else "")
-            + f"<h1>{e(view.target.key)} <span class='muted'>{e(view.id)}</span></h1>"
-            + f"<div id='summary'>{self._summary(view)}</div>"
-            + f"<div id='question'>{self._question(view)}</div>"
-            + self._actions(view)
-            + f"<h2>Progress</h2><ol class='progress' id='progress'>{items}</ol>"
-        )
-        script = (
-            f"<script>const s=new EventSource('/clones/{quote(view.id)}/events?from={offset}"
-            f"&seen={seen}');"
-            "s.addEventListener('line',ev=>{const p=document.getElementById('progress');"
-            "p.insertAdjacentHTML('beforeend',JSON.parse(ev.data).html);});"
-            "s.addEventListener('view',ev=>{const d=JSON.parse(ev.data);"
-            "document.getElementById('summary').innerHTML=d.summary;"
-            "document.getElementById('question').innerHTML=d.question;});</script>"
-        )
-        return page(f"shadowclone: {view.id}", body, script)
-
-    def _summary(self, view: CloneView) -> str:
-        pr = ""
-        if view.pr_url and urlsplit(view.pr_url).scheme in ("http", "https"):
-            # A link only to the web: the record is the clone's word, and a `javascript:` URL
-            # would run in this page.
-            pr = f" · <a href='{e(view.pr_url)}'>pull request</a>"
-        elif view.pr_url:
-            pr = f" · pull request {e(view.pr_url)}"
-        stop = " (stop requested)" if view.stop_requested and view.state.active else ""
-        waiting = (
-            f"<div class='muted'>waits for {e(view.waiting_for)}</div>"
-            if (view.waiting_for)
-            else ""
-        )
-        return (
-            f"<p><span class='state {e(view.state)}'>{e(view.state)}</span>{e(stop)} · "
-            f"{e(view.engine)} · {e(_cost(view))} · {view.turns} turns · started "
-            f"{e(_when(view.started_at))}{pr}</p>{waiting}"
-            + (f"<p>{e(view.reason)}</p>" if view.reason else "")
+        csrf = self._csrf(request)
+        summary, question = self._summary(view), self._question(view, csrf)
+        events = f"/clones/{quote(view.id)}/events?from={offset}&seen={_digest(summary, question)}"
+        return page(
+            "clone.html",
+            f"shadowclone: {view.id}",
+            events,
+            flash=self._flash(request),
+            view=view,
+            summary=summary,
+            question=question,
+            csrf=csrf,
+            lines=lines[-PROGRESS_SHOWN:],
         )
 
-    def _question(self, view: CloneView) -> str:
-        question = view.question
-        if question is None or not view.state.active:
-            return ""
-        buttons = "".join(
-            f"<button name='choice' value='{e(option)}'>{e(option)}"
-            + (" (recommended)" if option == question.recommended else "")
-            + "</button>"
-            for option in question.options
-        )
-        return (
-            f"<div class='question'><b>Question {e(question.id)}</b>: {e(question.text)}"
-            f"<form method='post' action='/clones/{quote(view.id)}/answer'>"
-            f"<input type='hidden' name='csrf' value='{self.csrf}'>"
-            f"<input type='hidden' name='question_id' value='{e(question.id)}'>{buttons}"
-            "</form></div>"
+    def _summary(self, view: CloneView) -> Markup:
+        return render(
+            "summary.html",
+            view=view,
+            cost=_cost(view),
+            started=_when(view.started_at),
+            pr_link=web_link(view.pr_url),
         )
 
-    def _actions(self, view: CloneView) -> str:
-        if not view.state.active:
-            return ""
-        csrf = f"<input type='hidden' name='csrf' value='{self.csrf}'>"
-        base = f"/clones/{quote(view.id)}"
-        return (
-            f"<form method='post' action='{base}/send'>{csrf}"
-            "<input name='text' size='60' placeholder='a message for the clone'>"
-            "<button>Send</button></form>"
-            f"<form method='post' action='{base}/stop' class='inline'>{csrf}"
-            "<button>Stop</button></form>"
-        )
+    def _question(self, view: CloneView, csrf: str) -> Markup:
+        question = view.question if view.state.active else None
+        return render("question.html", question=question, clone_id=view.id, csrf=csrf)
 
     async def clone_events(self, request: Request) -> Response:
         clone_id = request.path_params["clone_id"]
         try:
             folder = await asyncio.to_thread(self.node.resolve, clone_id)
-        except ShadowcloneError as error:
-            return PlainTextResponse(str(error), status_code=404)
+        except ShadowcloneError:
+            return PlainTextResponse("no clone has that id", status_code=404)
         try:
             offset = max(0, int(request.query_params.get("from", "0")))
         except ValueError:
             offset = 0
 
+        csrf = self._csrf(request)
+
         async def stream() -> AsyncIterator[dict[str, str]]:
             nonlocal offset
             shown = request.query_params.get("seen")  # what the page shows already
-            while not await request.is_disconnected():
+            while self._streams_on(request) and not await request.is_disconnected():
                 lines, _, offset = await asyncio.to_thread(folder.progress, offset)
                 for line in lines:
                     yield {"event": "line", "data": json.dumps({"html": _line(line)})}
                 view = await asyncio.to_thread(self.node.get, folder.id, 1)
-                summary, question = self._summary(view), self._question(view)
+                summary, question = self._summary(view), self._question(view, csrf)
                 if (digest := _digest(summary, question)) != shown:
                     shown = digest
                     data = {"summary": summary, "question": question}
                     yield {"event": "view", "data": json.dumps(data)}
                 await asyncio.sleep(POLL_S)
 
-        return EventSourceResponse(stream(), ping=15)
+        return self._streamed(request, stream())
 
     # ------------------------------------------------------------------ acting
 
@@ -347,15 +480,18 @@ class Dashboard:
         clone_id = request.path_params["clone_id"]
         form = {k: str(v) for k, v in (await request.form()).items()}
         target = f"/clones/{quote(clone_id)}"
+        session = self._session(request)
         try:
             said = await asyncio.to_thread(act, form)
         except ShadowcloneError as error:
-            if self._authorized(request) == "bearer":
+            if session is None:
                 return PlainTextResponse(str(error), status_code=409)
-            return RedirectResponse(f"{target}?error={quote(str(error))}", status_code=303)
-        if self._authorized(request) == "bearer":
+            session.flash.append(("error", str(error)))
+            return RedirectResponse(target, status_code=303)
+        if session is None:
             return PlainTextResponse(said)
-        return RedirectResponse(f"{target}?said={quote(said)}", status_code=303)
+        session.flash.append(("said", said))
+        return RedirectResponse(target, status_code=303)
 
     async def answer(self, request: Request) -> Response:
         clone_id = request.path_params["clone_id"]
@@ -389,18 +525,55 @@ class Dashboard:
         """An answer link from a notification: it answers its one question, once."""
         clone_id = request.path_params["clone_id"]
         question_id = request.path_params["question_id"]
-        choice = request.query_params.get("choice", "")
-        if not signed(
-            self.token, clone_id, question_id, choice, request.query_params.get("sig", "")
-        ):
+        link = read_answer_link(self.token, clone_id, question_id, request.query_params)
+        if link is None:
             return PlainTextResponse("refused: this link is not signed for that", 403)
+        now = self.clock()
+        for nonce, expires in list(self.used_links.items()):
+            if expires < now:
+                del self.used_links[nonce]
+        if link.nonce in self.used_links:
+            return PlainTextResponse("this answer link was used already", status_code=410)
+        if link.expires < now:
+            return PlainTextResponse("this answer link has expired", status_code=410)
+        self.used_links[link.nonce] = link.expires  # before the answer: a second press waits
         try:
+            view = await asyncio.to_thread(self.node.get, clone_id, 1)
+            asked = view.question
+            if (
+                asked is not None
+                and asked.id == question_id
+                and question_digest(asked) != link.question
+            ):
+                del self.used_links[link.nonce]
+                return PlainTextResponse("refused: this link is for another question", 403)
             await asyncio.to_thread(
-                self.node.answer, clone_id, question_id, choice, Via.NOTIFICATION
+                self.node.answer, clone_id, question_id, link.choice, Via.NOTIFICATION
             )
         except ShadowcloneError as error:
+            self.used_links.pop(link.nonce, None)  # not spent: the node's refusal stands
             return PlainTextResponse(str(error), status_code=409)
-        return PlainTextResponse(f"answered {question_id}: {choice}")
+        return PlainTextResponse(f"answered {question_id}: {link.choice}")
+
+
+def web_link(url: str | None) -> str | None:
+    """`url` when it is a plain web address to link to, else None (then it is shown as text).
+
+    The record is the clone's word: a `javascript:` or `data:` URL would run in the page, and
+    `https://github.com@elsewhere/` leads elsewhere than it reads; anything a browser might
+    read otherwise than this check (spaces, control characters, backslashes) is no link."""
+    if not url or any(c.isspace() or c == "\\" or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        return None
+    if not url.lower().startswith(("http://", "https://")):
+        return None
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is no number raises
+    except ValueError:
+        return None
+    if not parts.hostname or parts.username is not None or parts.password is not None:
+        return None
+    return url
 
 
 def _digest(*parts: str) -> str:
@@ -408,11 +581,12 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def _line(line: ProgressLine) -> str:
-    stamp = line.at.astimezone().strftime("%H:%M:%S")
-    return f"<li><span class='muted'>{stamp} {e(line.step)}</span> {e(line.words)}</li>"
+def _line(line: ProgressLine) -> Markup:
+    return render("line.html", line=line)
 
 
-def build_app(node: LocalNode, token: str, origin: str | None = None) -> Any:
-    """The ASGI application."""
-    return Dashboard(node, token, origin).app
+def build_app(
+    node: LocalNode, token: str, origin: str | None = None, host: str = "127.0.0.1"
+) -> Any:
+    """The ASGI application, bound to `host` (and reached at `origin`, when set)."""
+    return HostGate(Dashboard(node, token, origin).app, ServedNames(host, [origin]))

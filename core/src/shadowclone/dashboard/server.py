@@ -20,7 +20,7 @@ def make_server(
 ) -> uvicorn.Server:
     """The dashboard's server; `token`: the one already read (else it is read now)."""
     token = token if token is not None else load_token(paths)[0]
-    app = build_app(LocalNode(config, paths), token, origin=config.dashboard.url)
+    app = build_app(LocalNode(config, paths), token, origin=config.dashboard.url, host=host)
     settings = uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
     )

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from shadowclone.config import Config, Paths
-from shadowclone.dashboard.keys import answer_url, load_token
+from shadowclone.dashboard.keys import answer_urls as answer_urls_for
+from shadowclone.dashboard.keys import load_token
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.schemas import Record, Request, State
 from shadowclone.plugin.manager import Registry
@@ -64,10 +65,7 @@ def notification(
     title, text = _words(event, target, record)
     answer_urls: dict[str, str] = {}
     if question is not None and links is not None:
-        answer_urls = {
-            option: answer_url(links.base, links.token, record.id, question.id, option)
-            for option in question.options
-        }
+        answer_urls = answer_urls_for(links.base, links.token, record.id, question)
     return Notification(
         event=event,
         clone_id=record.id,
