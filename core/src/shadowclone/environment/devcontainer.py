@@ -227,8 +227,10 @@ def not_applied(configuration: Mapping[str, Any]) -> dict[str, str]:
 
 
 def ignored(configuration: Mapping[str, Any]) -> tuple[str, ...]:
-    """The keys that only concern an editor or the host (name, customizations, ports...)."""
-    return tuple(sorted(set(configuration) - APPLIED - set(NOT_APPLIED) - {"configFilePath"}))
+    """The keys that only concern an editor or the host (name, customizations, ports...), and
+    those left empty (`"features": {}`)."""
+    left = set(configuration) - APPLIED - set(not_applied(configuration)) - {"configFilePath"}
+    return tuple(sorted(left))
 
 
 # Running the reference CLI.
