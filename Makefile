@@ -5,7 +5,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: demo test lint typecheck unit engines github-openapi docker browser bench clean
+.PHONY: demo test lint typecheck unit engines github-openapi devcontainer-cli docker browser bench clean
 
 $(STAMP): pyproject.toml uv.lock core/pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check uv
@@ -26,6 +26,13 @@ github-openapi:
 	@if scripts/install-github-openapi; then :; \
 	elif [ "$$CI" = true ]; then echo "make: CI=true needs GitHub's OpenAPI description" >&2; exit 1; \
 	else echo "make: no OpenAPI description here: the fake GitHub goes unchecked" >&2; fi
+
+# The pinned Dev Containers CLI that setup reads devcontainer.json with (tools/devcontainer-cli);
+# under CI=true a failure stops `make test`, elsewhere the tests that need it skip, saying why.
+devcontainer-cli:
+	@if scripts/install-devcontainer-cli; then :; \
+	elif [ "$$CI" = true ]; then echo "make: CI=true needs the Dev Containers CLI" >&2; exit 1; \
+	else echo "make: no Dev Containers CLI here: the tests that read devcontainer.json will skip" >&2; fi
 
 # A Docker engine and the clone image for the Docker tests (docker.io, dockerd, a debootstrap
 # base, then the core's image/Dockerfile). Under CI=true a failure stops `make test`; elsewhere (no root,
@@ -53,7 +60,7 @@ unit: $(STAMP)
 	scripts/open-python-path $(VENV)/bin/python
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-test: $(STAMP) engines github-openapi docker browser lint typecheck unit
+test: $(STAMP) engines github-openapi devcontainer-cli docker browser lint typecheck unit
 
 # Every benchmark in full (each prints its ratios against a floor measured in the same run);
 # `make test` runs each in its quick mode only (tests/bench).

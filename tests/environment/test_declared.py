@@ -17,11 +17,19 @@ from shadowclone.environment.declared import (
     Environment,
     cache_volumes,
     declared,
+    from_reading,
     image_tag,
-    parse_devcontainer,
     parse_environment_toml,
 )
+from shadowclone.environment.devcontainer import READING_PATH, parse_text
 from shadowclone.errors import BadInput
+
+
+def parse_devcontainer(text: str, path: str = DEVCONTAINER_PATH) -> Environment:
+    """`text` read as the reference CLI reads a configuration without variables: its object
+    as it is (the corpus test compares with the CLI itself)."""
+    return from_reading({"configuration": parse_text(path, text)}, path)
+
 
 DEVCONTAINER = """\
 // The project's dev container
@@ -52,9 +60,48 @@ def test_a_devcontainer_with_a_dockerfile_and_every_command_shape() -> None:
         setup=("make deps", "go install ./...", "git config x y"),
         env={"GOFLAGS": "-mod=mod"},
         user="vscode",
-        ignored=("features", "name"),
+        found=(DEVCONTAINER_PATH,),
+        not_applied={
+            "features": "ghcr.io/devcontainers/features/go:1: not installed yet",
+            "remoteUser": "the engine always runs as the clone's own user",
+        },
+        ignored=("name",),
     )
     assert environment.files() == (DEVCONTAINER_PATH, ".devcontainer/Dockerfile")
+
+
+def test_the_legacy_dockerfile_keys_and_empty_commands() -> None:
+    text = '{"dockerFile": "Dockerfile", "context": "..", "postCreateCommand": "",'
+    text += ' "onCreateCommand": [], "postStartCommand": "", "updateContentCommand": "make"}'
+    environment = parse_devcontainer(text, ".devcontainer/py/devcontainer.json")
+    assert (environment.dockerfile, environment.context) == (
+        ".devcontainer/py/Dockerfile",
+        ".devcontainer",
+    )
+    assert environment.setup == ()
+    assert environment.not_applied == {"updateContentCommand": "not run yet"}
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"dockerComposeFile": "c.yml", "service": "app"}', "dockerComposeFile: Docker Compose"),
+        ('{"name": "x"}', "image: expected image or build.dockerfile"),
+        ('{"dockerFile": 3}', "dockerFile: expected a non-empty string"),
+    ],
+)
+def test_what_cannot_work_is_refused_naming_the_key(text: str, where: str) -> None:
+    with pytest.raises(BadInput, match=re.escape(f"{DEVCONTAINER_PATH}: {where}")):
+        parse_devcontainer(text)
+
+
+def test_a_devcontainer_is_read_from_the_kept_reading_only() -> None:
+    reading = {"source": ".devcontainer.json", "found": [".devcontainer.json"]}
+    reading["configuration"] = {"image": "debian"}  # type: ignore[assignment]
+    environment = declared({READING_PATH: json.dumps(reading), ".devcontainer.json": "{}"})
+    assert environment is not None and environment.image == "debian"
+    with pytest.raises(BadInput, match="kept by an older setup"):
+        declared({DEVCONTAINER_PATH: DEVCONTAINER})
 
 
 def test_environment_toml_wins_over_a_devcontainer() -> None:
@@ -77,9 +124,8 @@ def test_environment_toml_wins_over_a_devcontainer() -> None:
     ("text", "where"),
     [
         ('{"image": 3}', "devcontainer.json: image: expected a non-empty string"),
-        ("{}", "devcontainer.json: image: expected either image or build.dockerfile"),
-        ('{"image": "x", "build": {"dockerfile": "D"}}', "image: expected either"),
-        ('{"build": {}}', "build.dockerfile: expected the Dockerfile's path"),
+        ("{}", "devcontainer.json: image: expected image or build.dockerfile"),
+        ('{"build": {}}', "image: expected image or build.dockerfile"),
         ('{"build": {"dockerfile": "../../D"}}', "build.dockerfile: expected a path inside"),
         ('{"build": {"dockerfile": "/D"}}', "build.dockerfile: expected a path relative"),
         ('{"image": "x", "containerEnv": {"A B": "1"}}', "containerEnv.A B: expected a variable"),

@@ -14,6 +14,7 @@ import shadowclone.setup as setup_package
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.config import Paths, load_config, set_value
+from shadowclone.environment.devcontainer import READING_PATH
 from shadowclone.errors import Refused
 from shadowclone.node.setups import environment_dir, read_setup
 from shadowclone.plugin import load_registry
@@ -256,7 +257,8 @@ DEVCONTAINER_FILES = {
     "README.md": "x",
     ".devcontainer/devcontainer.json": (
         '// a dev container\n{"build": {"dockerfile": "Dockerfile", "args": {"V": "1"},},\n'
-        ' "postCreateCommand": "make deps", "features": {}}\n'
+        ' "postCreateCommand": "make deps",\n'
+        ' "features": {"ghcr.io/devcontainers/features/go:1": {}}}\n'
     ),
     ".devcontainer/Dockerfile": "FROM debian:bookworm\nCOPY tools/ /tools/\n",
     ".devcontainer/tools/setup.sh": "echo tools\n",
@@ -265,10 +267,11 @@ DEVCONTAINER_FILES = {
 
 
 def test_setup_keeps_the_environment_the_repository_declares(
-    cli: Cli, home: Paths, github: FakeGitHub
+    cli: Cli, home: Paths, github: FakeGitHub, devcontainer_cli: Path
 ) -> None:
     """The check clone copies the declaration, its Dockerfile and the build context (only
-    that); a later setup keeps what the repository declares then, and nothing of before."""
+    that), the reference CLI's reading kept beside them; a later setup keeps what the
+    repository declares then, and nothing of before."""
     token = github.add_user("you", name="You")
     github.create_repo("you/app", files=DEVCONTAINER_FILES, private=True)
     secrets(home, github_token=token)
@@ -285,7 +288,10 @@ def test_setup_keeps_the_environment_the_repository_declares(
     found = {
         str(path.relative_to(kept)): path.read_text() for path in kept.rglob("*") if path.is_file()
     }
+    reading = json.loads(found.pop(READING_PATH))
     assert found == {k: v for k, v in DEVCONTAINER_FILES.items() if k.startswith(".devcontainer")}
+    assert reading["configuration"]["postCreateCommand"] == "make deps"
+    assert "ok   declaration           read .devcontainer/devcontainer.json" in result.out
     only_reads(github)
     shown = cli("env", "show", "you/app", "--json")
     assert shown.code == 0, shown.err
@@ -296,14 +302,17 @@ def test_setup_keeps_the_environment_the_repository_declares(
         ".devcontainer",
     )
     assert (described["setup"], described["build_args"]) == (["make deps"], {"V": "1"})
-    assert described["ignored"] == ["features"]
+    assert (described["ignored"], list(described["not_applied"])) == ([], ["features"])
     human = cli("env", "show", "you/app").out
-    assert "setup       make deps" in human and "ignored     features" in human
+    assert (
+        "setup       make deps" in human
+        and "not applied features (ghcr.io/devcontainers/features/go:1: not installed" in human
+    )
     image_only = '{"image": "debian:bookworm"}'
     github.commit("you/app", "main", {".devcontainer/devcontainer.json": image_only}, author="you")
     assert cli("setup", "you/app").code == 0
     after = {str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()}
-    assert after == {".devcontainer/devcontainer.json"}, "the old context was kept"
+    assert after == {".devcontainer/devcontainer.json", READING_PATH}, "the old context was kept"
     assert "base        the image debian:bookworm" in cli("env", "show", "you/app").out
     missing = cli("env", "show", "you/other")
     assert missing.code == 1 and "you/other is not set up here" in missing.err
@@ -325,6 +334,80 @@ def test_a_broken_devcontainer_is_one_line_naming_the_file_and_the_key(
         in result.out
     ), result.out
     assert read_setup(home, "you/app") is None
+
+
+@pytest.mark.parametrize(
+    ("files", "line"),
+    [
+        (
+            {".devcontainer/devcontainer.json": '{"dockerComposeFile": "c.yml", "service": "a"}'},
+            ".devcontainer/devcontainer.json: dockerComposeFile: Docker Compose services are "
+            "not supported",
+        ),
+        (
+            {".devcontainer.json": '{"dockerFile": "Dockerfile"}'},
+            ".devcontainer.json: dockerFile: Dockerfile is not a file of the repository",
+        ),
+        (
+            {
+                ".devcontainer/go/devcontainer.json": '{"image": "golang"}',
+                ".devcontainer/py/devcontainer.json": '{"image": "python"}',
+            },
+            ".devcontainer: 2 dev container configurations and no default one "
+            "(.devcontainer/go/devcontainer.json, .devcontainer/py/devcontainer.json): choose "
+            "one with `shadowclone setup OWNER/REPO --devcontainer PATH`",
+        ),
+    ],
+)
+def test_a_devcontainer_that_cannot_work_is_refused_in_one_line(
+    cli: Cli, home: Paths, github: FakeGitHub, files: dict[str, str], line: str
+) -> None:
+    token = github.add_user("you", name="You")
+    github.create_repo("you/app", files={"README.md": "x", **files}, private=True)
+    secrets(home, github_token=token)
+    result = cli("setup", "you/app", "--no-build")
+    assert result.code != 0 and line in result.out, result.out
+    assert read_setup(home, "you/app") is None
+
+
+def test_one_of_several_configurations_is_chosen_and_its_variables_read(
+    cli: Cli, home: Paths, github: FakeGitHub, devcontainer_cli: Path
+) -> None:
+    """`.devcontainer/NAME/devcontainer.json` is found and chosen with --devcontainer; the
+    reference CLI substitutes its variables (the owner's own environment never reaches it)."""
+    python = {
+        "image": "python:3.12",
+        "containerEnv": {"HOME_SEEN": "${localEnv:HOME}", "WS": "${containerWorkspaceFolder}"},
+        "postCreateCommand": "cd ${containerWorkspaceFolderBasename} && pip install -e .",
+        "postStartCommand": "make serve",
+        "forwardPorts": [8000],
+    }
+    files = {
+        "README.md": "x",
+        ".devcontainer.json": '{"image": "debian:bookworm"}',
+        ".devcontainer/py/devcontainer.json": json.dumps(python),
+    }
+    token = github.add_user("you", name="You")
+    github.create_repo("you/app", files=files, private=True)
+    secrets(home, github_token=token)
+    result = cli(
+        "setup", "you/app", "--no-build", "--devcontainer", ".devcontainer/py/devcontainer.json"
+    )
+    assert result.code == 0, result.out + result.err
+    assert (
+        "read .devcontainer/py/devcontainer.json (also found: .devcontainer.json; choose with "
+        "--devcontainer); not applied yet: postStartCommand" in result.out
+    )
+    described = json.loads(cli("env", "show", "you/app", "--json").out)
+    assert described["env"] == {"HOME_SEEN": "", "WS": "/workspaces/app"}
+    assert described["setup"] == ["cd app && pip install -e ."]
+    assert described["not_applied"] == {"postStartCommand": "not run yet"}
+    assert described["ignored"] == ["forwardPorts"]
+    human = cli("env", "show", "you/app").out
+    assert "also found  .devcontainer.json (not read" in human
+    assert "not applied postStartCommand (not run yet)" in human
+    default = cli("setup", "you/app", "--no-build")
+    assert default.code == 0 and "read .devcontainer.json (also found" in default.out
 
 
 def test_an_environment_that_cannot_be_built_fails_setup_in_one_line(

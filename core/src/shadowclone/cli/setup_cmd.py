@@ -34,6 +34,14 @@ from shadowclone.setup import Check, setup_repository
     help="Build the image of the environment the repository declares now (otherwise serve "
     "builds it before the first clone).",
 )
+@click.option(
+    "--devcontainer",
+    "devcontainer_path",
+    metavar="PATH",
+    help="The dev container configuration to read when the repository has several "
+    "(.devcontainer/NAME/devcontainer.json; default: .devcontainer/devcontainer.json, then "
+    ".devcontainer.json, or the only one).",
+)
 @json_option
 @pass_app
 def setup(
@@ -43,6 +51,7 @@ def setup(
     image: str | None,
     check_commands: tuple[str, ...],
     build: bool,
+    devcontainer_path: str | None,
     as_json: bool,
 ) -> int:
     """Prepare a repository for clones on this machine; changes nothing on GitHub."""
@@ -72,6 +81,7 @@ def setup(
         on_check=None if as_json else show_check,
         on_progress=None if as_json else show_progress,
         build=build,
+        devcontainer_path=devcontainer_path,
     )
     if as_json:
         emit_json(summary)

@@ -1,6 +1,7 @@
 """What a repository declares of the environment its clones need, read from its own files:
-`.shadowclone/environment.toml` (shadowclone's format; it wins when both exist) or
-`.devcontainer/devcontainer.json` (the part of the Dev Container format a clone can use).
+`.shadowclone/environment.toml` (shadowclone's format; it wins when both exist) or a Dev
+Container configuration (`.devcontainer/devcontainer.json` and the others the specification finds,
+read by the reference CLI: `environment/devcontainer.py`).
 
 Both come to one `Environment`: a base (an image, or a Dockerfile with its context and build
 arguments), setup commands run when the image is built (network on, no secrets), variables,
@@ -12,22 +13,24 @@ the key.
 from __future__ import annotations
 
 import hashlib
+import json
 import posixpath
 import re
 import shlex
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-import json5
 
+from shadowclone.environment import devcontainer
 from shadowclone.errors import BadInput
 
 TOML_PATH = ".shadowclone/environment.toml"
-DEVCONTAINER_PATH = ".devcontainer/devcontainer.json"
-DECLARATIONS = (TOML_PATH, DEVCONTAINER_PATH)
-"""Where a repository declares its environment, the one that wins first."""
+DEVCONTAINER_PATH = devcontainer.DEFAULT_CONFIG
+DECLARATIONS = (TOML_PATH, devcontainer.READING_PATH)
+"""What setup keeps of a declaration that `declared` reads, the one that wins first: the TOML
+file, or the reference CLI's reading of the chosen devcontainer.json."""
 
 DEFAULT_CACHES = ("/cache/npm", "/cache/pip", "/cache/uv", "/cache/go", "/cache/cargo")
 """Where the clone image points npm, pip, uv, Go and Cargo for their caches (its ENV): kept
@@ -35,12 +38,6 @@ per repository for every clone of it, besides the paths an environment declares.
 
 MAX_ITEMS = 64
 """At most this many commands, variables, arguments or cache paths of one kind."""
-
-DEVCONTAINER_KEYS = frozenset(
-    {"image", "build", "onCreateCommand", "postCreateCommand", "containerEnv", "remoteUser"}
-)
-"""The devcontainer.json keys a clone uses; others (features, customizations...) are named
-as ignored by `shadowclone env show`."""
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TAG_UNSAFE = re.compile(r"[^a-z0-9]+")
@@ -67,8 +64,13 @@ class Environment:
     """The repository's own checks (`make test`): run by the toolchain review stage."""
     caches: tuple[str, ...] = ()
     """Absolute paths in the clone kept in a volume per repository (package caches)."""
+    found: tuple[str, ...] = ()
+    """Every dev container configuration the repository has (`source` is the one used)."""
+    not_applied: Mapping[str, str] = attrs.field(factory=dict)
+    """Keys that change a container's environment which a clone does not apply (yet), each
+    with why."""
     ignored: tuple[str, ...] = ()
-    """Keys of the declaration a clone does not use."""
+    """Keys of the declaration that only concern an editor or the host."""
 
     def files(self) -> tuple[str, ...]:
         """The repository files the image is made from: the declaration, and the
@@ -140,6 +142,8 @@ def _absolute_paths(path: str, key: str, value: object) -> tuple[str, ...]:
 def _commands(path: str, key: str, value: object) -> tuple[str, ...]:
     """A lifecycle command of devcontainer.json: a shell line, an argv list, or named commands
     (each either), run one after another here."""
+    if value in ("", [], {}, None):
+        return ()  # the specification's "no command"
     if isinstance(value, str):
         return (_string(path, key, value),)
     if isinstance(value, list):
@@ -152,48 +156,34 @@ def _commands(path: str, key: str, value: object) -> tuple[str, ...]:
     raise _fail(path, key, "a command: a string, a list of strings or a table of commands")
 
 
-def parse_devcontainer(text: str, path: str = DEVCONTAINER_PATH) -> Environment:
-    """devcontainer.json (JSON with comments and trailing commas)."""
-    try:
-        data: Any = json5.loads(text)
-    except (ValueError, RecursionError) as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise BadInput(f"{path}: not valid JSON with comments ({first})") from None
+def from_reading(reading: Mapping[str, Any], source: str, found: Sequence[str] = ()) -> Environment:
+    """The environment of the configuration at `source`, from the reference CLI's reading of
+    it (`devcontainer.read_configuration`, every variable substituted); `found` names every
+    configuration the repository has."""
+    data = reading.get("configuration")
     if not isinstance(data, dict):
-        raise _fail(path, "", "a JSON object")
-    folder = posixpath.dirname(path)
-    image = _string(path, "image", data["image"]) if "image" in data else None
-    dockerfile, context, build_args = None, folder or ".", {}
-    if "build" in data:
-        build = data["build"]
-        if not isinstance(build, dict):
-            raise _fail(path, "build", "an object with dockerfile, context and args")
-        if "dockerfile" not in build:
-            raise _fail(path, "build.dockerfile", "the Dockerfile's path")
-        dockerfile = _inside(
-            path, "build.dockerfile", folder, _string(path, "build.dockerfile", build["dockerfile"])
-        )
-        if "context" in build:
-            relative = _string(path, "build.context", build["context"])
-            context = _inside(path, "build.context", folder, relative)
-        build_args = _table(path, "build.args", build.get("args", {}))
-    if (image is None) == (dockerfile is None):
-        raise _fail(path, "image", "either image or build.dockerfile, not both nor neither")
+        raise _fail(source, "", "a JSON object")
+    image, dockerfile, context = devcontainer.base_of(source, data)
+    build = data.get("build")
+    build = build if isinstance(build, dict) else {}
+    build_args = _table(source, "build.args", build.get("args") or {}) if dockerfile else {}
     setup: tuple[str, ...] = ()
     for key in ("onCreateCommand", "postCreateCommand"):
         if key in data:
-            setup += _commands(path, key, data[key])
-    user = _string(path, "remoteUser", data["remoteUser"]) if "remoteUser" in data else None
+            setup += _commands(source, key, data[key])
+    user = data.get("remoteUser") or data.get("containerUser")
     return Environment(
-        source=path,
+        source=source,
         image=image,
         dockerfile=dockerfile,
         context=context,
         build_args=build_args,
         setup=setup,
-        env=_table(path, "containerEnv", data.get("containerEnv", {}), names=True),
-        user=user,
-        ignored=tuple(sorted(set(data) - DEVCONTAINER_KEYS)),
+        env=_table(source, "containerEnv", data.get("containerEnv") or {}, names=True),
+        user=_string(source, "remoteUser", user) if user else None,
+        found=devcontainer.ordered(found or (source,)),
+        not_applied=devcontainer.not_applied(data),
+        ignored=devcontainer.ignored(data),
     )
 
 
@@ -237,12 +227,26 @@ def parse_environment_toml(text: str, path: str = TOML_PATH) -> Environment:
 
 
 def declared(files: Mapping[str, str]) -> Environment | None:
-    """The environment `files` (repository path -> text) declare, or None when they hold
-    neither declaration."""
+    """The environment `files` (repository path -> text, as setup kept them) declare, or None
+    when they hold neither declaration. A devcontainer.json is read from the reference CLI's
+    reading setup kept beside it."""
     if TOML_PATH in files:
         return parse_environment_toml(files[TOML_PATH])
-    if DEVCONTAINER_PATH in files:
-        return parse_devcontainer(files[DEVCONTAINER_PATH])
+    if devcontainer.READING_PATH in files:
+        try:
+            kept = json.loads(files[devcontainer.READING_PATH])
+            source, found = kept["source"], kept["found"]
+            assert isinstance(source, str) and isinstance(found, list)
+        except (ValueError, KeyError, TypeError, AssertionError):
+            raise BadInput(
+                f"{devcontainer.READING_PATH}: not the reading setup keeps: run setup again"
+            ) from None
+        return from_reading(kept, source, [str(path) for path in found])
+    kept_configs = sorted(path for path in files if devcontainer.is_configuration(path))
+    if kept_configs:
+        raise BadInput(
+            f"{kept_configs[0]}: kept by an older setup, without its reading: run setup again"
+        )
     return None
 
 

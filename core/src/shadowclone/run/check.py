@@ -9,7 +9,8 @@ from pathlib import Path
 
 import attrs
 
-from shadowclone.environment.declared import DECLARATIONS, declared
+from shadowclone.environment import devcontainer
+from shadowclone.environment.declared import TOML_PATH, parse_environment_toml
 from shadowclone.errors import BadInput, ShadowcloneError
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import CONVERTER, Request, Step
@@ -37,6 +38,8 @@ class CheckReport:
     environment: str | None = None
     """The repository's environment declaration, if it has one: its files (and the
     Dockerfile's context) are copied into the run folder's `ENVIRONMENT_FOLDER`."""
+    configurations: tuple[str, ...] = ()
+    """Every dev container configuration the repository has (`environment` is the one read)."""
     problems: tuple[str, ...] = ()
 
     def to_json(self) -> str:
@@ -53,61 +56,101 @@ MAX_CONTEXT_FILES = 256
 MAX_CONTEXT_BYTES = 32 * 1024 * 1024
 
 
-def fetch_environment(client: GithubClient, repo: str, into: Path) -> str | None:
-    """Copy `repo`'s environment declaration, its Dockerfile and that Dockerfile's build
-    context into `into` (by repository path); returns the declaration's path, or None when the
-    repository declares none. A malformed declaration, or a context over the bounds, is a
-    one-line `BadInput`."""
-    texts: dict[str, str] = {}
-    for path in DECLARATIONS:  # the first found wins: the others are not read
+def _text(path: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: expected UTF-8 text") from None
+
+
+def devcontainer_configurations(client: GithubClient, repo: str) -> dict[str, str]:
+    """Every Dev Container configuration of `repo`'s default branch, by path: the root
+    `.devcontainer.json`, `.devcontainer/devcontainer.json` and
+    `.devcontainer/NAME/devcontainer.json` (in at most `MAX_FOLDERS` folders)."""
+    found: dict[str, str] = {}
+    root = client.contents(repo, devcontainer.ROOT_CONFIG)
+    if isinstance(root, bytes):
+        found[devcontainer.ROOT_CONFIG] = _text(devcontainer.ROOT_CONFIG, root)
+    listed = client.contents(repo, devcontainer.FOLDER)
+    entries = listed if isinstance(listed, list) else []
+    paths = [e.path for e in entries if e.kind == "file" and e.path == devcontainer.DEFAULT_CONFIG]
+    folders = sorted(e.path for e in entries if e.kind == "dir")
+    if len(folders) > devcontainer.MAX_FOLDERS:
+        raise BadInput(
+            f"{devcontainer.FOLDER}: over {devcontainer.MAX_FOLDERS} folders to look for "
+            "configurations in"
+        )
+    paths += [f"{folder}/devcontainer.json" for folder in folders]
+    for path in paths:
         data = client.contents(repo, path)
         if isinstance(data, bytes):
-            try:
-                texts[path] = data.decode("utf-8")
-            except UnicodeDecodeError:
-                raise BadInput(f"{path}: expected UTF-8 text") from None
-            break
-    environment = declared(texts)
-    if environment is None:
-        return None
-    fetched = {environment.source: texts[environment.source].encode()}
-    if environment.dockerfile is not None:
-        wanted = {environment.dockerfile}
-        folders, listed_folders = [environment.context], 0
+            found[path] = _text(path, data)
+    return found
+
+
+def fetch_environment(
+    client: GithubClient, repo: str, into: Path, wanted: str | None = None
+) -> tuple[str, tuple[str, ...]] | None:
+    """Copy `repo`'s environment declaration, its Dockerfile and that Dockerfile's build
+    context into `into` (by repository path), from the default branch; returns the
+    declaration's path and every dev container configuration found, or None when the
+    repository declares none. `wanted` chooses among several configurations. A malformed
+    declaration, or a context over the bounds, is a one-line `BadInput`."""
+    toml = client.contents(repo, TOML_PATH)
+    configurations: dict[str, str] = {}
+    if isinstance(toml, bytes):  # it wins: no configuration is read
+        environment = parse_environment_toml(_text(TOML_PATH, toml))
+        source, text, key = TOML_PATH, toml, "dockerfile"
+        dockerfile, context = environment.dockerfile, environment.context
+    else:
+        configurations = devcontainer_configurations(client, repo)
+        if not configurations:
+            return None
+        source = devcontainer.choose(list(configurations), wanted)
+        text = configurations[source].encode()
+        dockerfile, context, key = devcontainer.locate(source, configurations[source])
+    found = devcontainer.ordered(list(configurations))
+    fetched = {source: text}
+    if dockerfile is not None:
+        data = client.contents(repo, dockerfile)
+        if not isinstance(data, bytes):
+            raise BadInput(f"{source}: {key}: {dockerfile} is not a file of the repository")
+        needed = {dockerfile}
+        folders, listed_folders = [context], 0
         while folders:
             listed_folders += 1
             listed = client.contents(repo, folders.pop())
             if isinstance(listed, bytes):
-                raise BadInput(f"{environment.source}: the build context is a file, not a folder")
+                raise BadInput(f"{source}: the build context {context} is a file, not a folder")
             for entry in listed or []:
                 if entry.kind == "dir":
                     folders.append(entry.path)
                 elif entry.kind == "file":
-                    wanted.add(entry.path)
-            if len(wanted) + listed_folders > MAX_CONTEXT_FILES:
+                    needed.add(entry.path)
+            if len(needed) + listed_folders > MAX_CONTEXT_FILES:
                 raise BadInput(
-                    f"{environment.source}: the build context {environment.context} holds over "
+                    f"{source}: the build context {context} holds over "
                     f"{MAX_CONTEXT_FILES} files and folders"
                 )
-        total = 0
-        for path in sorted(wanted - fetched.keys()):
+        total = len(data)
+        fetched[dockerfile] = data
+        for path in sorted(needed - fetched.keys()):
             data = client.contents(repo, path)
             if not isinstance(data, bytes):
-                raise BadInput(f"{environment.source}: {path} is not a file of the repository")
+                raise BadInput(f"{source}: {path} is not a file of the repository")
             total += len(data)
             if total > MAX_CONTEXT_BYTES:
                 raise BadInput(
-                    f"{environment.source}: the build context holds over "
-                    f"{MAX_CONTEXT_BYTES // 2**20} MiB"
+                    f"{source}: the build context holds over {MAX_CONTEXT_BYTES // 2**20} MiB"
                 )
             fetched[path] = data
     for path, data in fetched.items():
         target = (into / path).resolve()
         if not target.is_relative_to(into.resolve()):
-            raise BadInput(f"{environment.source}: {path} lies outside the repository")
+            raise BadInput(f"{source}: {path} lies outside the repository")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-    return environment.source
+    return source, found
 
 
 def run_check(folder: RunFolder, request: Request, secrets: Secrets, registry: Registry) -> int:
@@ -126,7 +169,7 @@ def run_check(folder: RunFolder, request: Request, secrets: Secrets, registry: R
                 user = client.token_user()
                 repository = client.repository(repo)
                 into = folder.path / ENVIRONMENT_FOLDER
-                source = fetch_environment(client, repository.full_name, into)
+                fetched = fetch_environment(client, repository.full_name, into, request.environment)
             report = attrs.evolve(
                 report,
                 user=user.login,
@@ -134,7 +177,8 @@ def run_check(folder: RunFolder, request: Request, secrets: Secrets, registry: R
                 visibility=repository.visibility,
                 default_branch=repository.default_branch,
                 can_push=repository.can_push,
-                environment=source,
+                environment=fetched[0] if fetched else None,
+                configurations=fetched[1] if fetched else (),
             )
         except ShadowcloneError as error:
             report = attrs.evolve(report, problems=(*report.problems, str(error)))

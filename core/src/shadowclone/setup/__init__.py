@@ -10,17 +10,20 @@ check clone reports it refuses what must be refused, or writes the setup record.
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import attrs
 
 from shadowclone.config import Config, Paths
+from shadowclone.environment import devcontainer
 from shadowclone.environment.declared import DECLARATIONS, Environment, declared
 from shadowclone.environment.recipe import recipe_for
-from shadowclone.errors import PluginUnavailable, ShadowcloneError
+from shadowclone.errors import BadInput, PluginUnavailable, ShadowcloneError
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import (
     ProgressKind,
@@ -31,7 +34,12 @@ from shadowclone.node.schemas import (
     Step,
     now,
 )
-from shadowclone.node.setups import environment_files, keep_environment, write_setup
+from shadowclone.node.setups import (
+    environment_files,
+    files_in,
+    keep_environment,
+    write_setup,
+)
 from shadowclone.node.target import Target, parse_repo, same_repo
 from shadowclone.plugin import contract
 from shadowclone.plugin.manager import Registry
@@ -104,11 +112,14 @@ def setup_repository(
     on_check: Callable[[Check], None] | None = None,
     on_progress: Callable[[ProgressLine], None] | None = None,
     build: bool = True,
+    devcontainer_path: str | None = None,
 ) -> SetupSummary:
     """`on_check` hears each check as it is decided, `on_progress` each progress line of the
     check clone (and of the environment's build) as it comes: the owner sees setup move while
     the check clone runs. With `build`, the image of an environment the repository declares
-    is made (or found) by the launcher now rather than before the first clone's launch."""
+    is made (or found) by the launcher now rather than before the first clone's launch.
+    `devcontainer_path` chooses the dev container configuration among several (by default the
+    specification's default one, or the only one)."""
     owner, name = parse_repo(repo_text)
     repo = f"{owner}/{name}"
     summary = _Summary(repo, on_check)
@@ -164,6 +175,7 @@ def setup_repository(
         github_api_url=config.github.api_url,
         base_url=provider.base_url,
         mode=RunMode.CHECK,
+        environment=devcontainer_path,
     )
     report = run_check_clone(paths, launcher, request, timeout_s, on_progress)
     problems = list(report.problems)
@@ -228,6 +240,8 @@ def setup_repository(
     )
     path = write_setup(paths, record)
     summary.add("setup record", True, f"{path} (config version {config.version})")
+    if record.environment is not None:
+        summary.add("declaration", True, declaration_summary(environment))
     if record.environment is not None and build:
         spec = LaunchSpec(
             clone_id=new_clone_id(now()),
@@ -252,10 +266,45 @@ def setup_repository(
     return summary.done(f"shadowclone start {repo}#<issue or pull request number>", record=record)
 
 
+def declaration_summary(environment: Environment) -> str:
+    """One line: the declaration read, the other configurations found, and the keys a clone
+    does not apply yet (`shadowclone env show` says why)."""
+    line = f"read {environment.source}"
+    others = [path for path in environment.found if path != environment.source]
+    if others:
+        line += f" (also found: {', '.join(others)}; choose with --devcontainer)"
+    if environment.not_applied:
+        line += f"; not applied yet: {', '.join(environment.not_applied)}"
+    return line
+
+
 def _declared(paths: Paths, repo: str) -> Environment:
     """The environment setup kept for `repo` (an empty one when it declares none)."""
     kept = environment_files(paths, repo, only=DECLARATIONS)
     return declared(kept) or Environment(source="")
+
+
+def read_declaration(found: Path, report: CheckReport) -> None:
+    """Check the declaration the check clone copied into `found`; a dev container configuration
+    is read by the reference CLI here (the clone image has none), its reading kept beside the
+    repository's files (`READING_PATH`) for every later use. BadInput in one line naming the
+    file when it cannot be used."""
+    source = report.environment
+    assert source is not None
+    files = files_in(found)
+    if devcontainer.is_configuration(source):
+        name = (report.full_name or report.repo).rpartition("/")[2]
+        reading = devcontainer.read_configuration(files[source], source, name)
+        kept = {"source": source, "found": list(report.configurations), **reading}
+        files[devcontainer.READING_PATH] = json.dumps(kept, indent=2, ensure_ascii=False) + "\n"
+    environment = declared(files)
+    assert environment is not None
+    if environment.dockerfile is not None and environment.dockerfile not in files:
+        raise BadInput(f"{source}: {environment.dockerfile} was not found in the repository")
+    if devcontainer.READING_PATH in files:
+        place = found / devcontainer.READING_PATH
+        place.parent.mkdir(parents=True, exist_ok=True)
+        place.write_text(files[devcontainer.READING_PATH])
 
 
 def _keys(registry: Registry, login: SecretProviderRegistration) -> list[str]:
@@ -327,6 +376,11 @@ def run_check_clone(
         except (ValueError, TypeError, KeyError):
             return CheckReport(request.target.repo_full_name, problems=(final.report,))
         found = folder.path / ENVIRONMENT_FOLDER
+        if not report.problems and report.environment is not None:
+            try:
+                read_declaration(found, report)
+            except BadInput as error:
+                report = attrs.evolve(report, problems=(str(error),))
         if not report.problems:
             keep_environment(
                 paths, report.full_name or report.repo, found if report.environment else None

@@ -121,11 +121,11 @@ def build_command(
 
 @click.group(
     short_help="The environment a repository declares (.shadowclone/environment.toml or "
-    ".devcontainer/devcontainer.json), as setup found it."
+    "a devcontainer.json), as setup found it."
 )
 def env() -> None:
-    """The environment a repository declares (.shadowclone/environment.toml or
-    .devcontainer/devcontainer.json), as setup found it."""
+    """The environment a repository declares (.shadowclone/environment.toml or a
+    devcontainer.json), as setup found it."""
 
 
 def describe(repo_text: str) -> dict[str, Any]:
@@ -158,6 +158,8 @@ def describe(repo_text: str) -> dict[str, Any]:
         user=environment.user,
         checks=list(environment.checks),
         caches=list(environment.caches),
+        found=list(environment.found),
+        not_applied=dict(environment.not_applied),
         ignored=list(environment.ignored),
         files=sorted(plan.files),
         tag=tag,
@@ -182,6 +184,12 @@ def show(repo: str, as_json: bool) -> None:
         )
         return
     rows = [f"repo        {shown['repo']}", f"declared in {shown['environment']}"]
+    others = [path for path in shown["found"] if path != shown["environment"]]
+    if others:
+        rows.append(
+            f"also found  {', '.join(others)} (not read: choose with `shadowclone setup "
+            f"{shown['repo']} --devcontainer PATH`)"
+        )
     if shown["image"]:
         rows.append(f"base        the image {shown['image']}")
     else:
@@ -195,10 +203,16 @@ def show(repo: str, as_json: bool) -> None:
             f"user        {shown['user']} (not applied: the engine always runs as the clone's "
             "own engine user, apart from the secrets)"
         )
+    for key, why in shown["not_applied"].items():
+        if key not in ("remoteUser", "containerUser"):
+            rows.append(f"not applied {key} ({why})")
     rows += [f"check       {command}" for command in shown["checks"]]
     rows += [f"cache       {path}" for path in shown["caches"]]
     if shown["ignored"]:
-        rows.append(f"ignored     {', '.join(shown['ignored'])} (a clone does not use them)")
+        rows.append(
+            f"ignored     {', '.join(shown['ignored'])} (for an editor or the host: a clone does "
+            "not use them)"
+        )
     rows.append(f"on          {shown['clone_image']}")
     if shown["tag"] is None:
         rows.append("image       unknown until the clone image is here (shadowclone image build)")

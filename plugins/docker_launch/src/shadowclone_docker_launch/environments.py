@@ -142,6 +142,9 @@ def prepare_image(
     `say` hears what happens (each build step, not every line of its output)."""
     plan = plan_for(recipe, clone_image)
     source = plan.environment.source
+    if plan.environment.not_applied:
+        keys = ", ".join(plan.environment.not_applied)
+        say(f"not applied from {source} (`shadowclone env show {recipe.repo}` says why): {keys}")
 
     def steps(line: str) -> None:
         if STEP.match(line):

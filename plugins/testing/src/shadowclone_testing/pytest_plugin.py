@@ -93,6 +93,26 @@ def engines_on_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.fixture
+def devcontainer_cli() -> Path:
+    """The pinned Dev Containers CLI setup reads devcontainer.json with. When it is missing the
+    test is skipped with what to run, except under CI=true, where it fails."""
+    from shadowclone.environment import devcontainer
+    from shadowclone.errors import BadInput
+
+    program = devcontainer.find_cli()
+    try:
+        if program is None:
+            raise BadInput("no Dev Containers CLI")
+        devcontainer.checked_command(program)
+    except BadInput as error:
+        skip_or_fail(
+            f"{error}: run scripts/install-devcontainer-cli or set {devcontainer.CLI_VARIABLE}"
+        )
+    assert program is not None
+    return program
+
+
+@pytest.fixture
 def scripts(home: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scripts]:
     """Scripts for the clones of `home`; every fake clone still there is removed afterwards."""
     found = Scripts(tmp_path / "scripts.json", tmp_path / "starts.jsonl")
