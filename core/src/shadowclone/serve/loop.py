@@ -118,6 +118,9 @@ class ServeSettings:
     """How often serve looks for containers started ahead that no clone will take up."""
     notify_backoff_s: tuple[float, ...] = BACKOFF_S
     """The waits before each new try of a notification a notifier failed to deliver."""
+    launch_lock_s: float = 5.0
+    """How long a launch waits for a clone's stop lock (a `stop` holds it a moment); then
+    the clone stays queued and the next pass tries again."""
 
 
 @attrs.define
@@ -718,22 +721,41 @@ class Server:
         return self._spent[1] >= cap
 
     def launch(self, clone: Clone) -> None:
-        """A stop always wins: the stop marker is read again after `launching_at` is written.
-        `stop` writes its marker before it reads the record, and the node counts a queued
-        clone with a marker as stopped only while `launching_at` is unset; so either this
-        read sees the marker, or `stop` sees `launching_at` and the clone stays active (its
-        issue held) until the launched clone is stopped, at once."""
+        """A stop always wins over a launch that has not begun. From its last look at the stop
+        marker to its running record, the launch holds the clone's stop lock, which `stop`
+        takes to write its marker: either the marker is there before the launch looks (the
+        clone never starts: no `started_at`, no step, its issue free at once), or `stop`
+        waits until the clone runs, says so, and the clone is stopped as any running one.
+        `launching_at` is written under the lock too: outside it, a queued record with it
+        set means a serve died mid-launch, which the next serve settles with the launcher."""
         spec = clone.prepared or self.spec(clone)
         if spec.environment is not None and clone.prepared is None:
             self.prepare(clone, spec)
             return
-        moment = self.clock()
-        self.write(clone, attrs.evolve(clone.record, launching_at=moment))
+        try:
+            with clone.folder.stop_lock(timeout=self.settings.launch_lock_s):
+                if not self._launch_unless_stopped(clone, spec):
+                    return
+        except files.LockBusy:
+            log.warning("clone %s: a stop holds its stop lock; its launch waits", clone.id)
+            return
+        log.info("clone %s on %s is running", clone.id, clone.request.target.key)
+        self.spares.launched(spare_kind(clone.request), spec)
+        self.read_progress(clone)
+        if self._stopped_in_launch(clone):
+            return
+        self.deliver(clone)
+
+    def _launch_unless_stopped(self, clone: Clone, spec: LaunchSpec) -> bool:
+        """Under the clone's stop lock: launch it unless it has a stop marker; True if it
+        runs now."""
         if clone.folder.stop_marker() is not None:
             log.info("clone %s was stopped as it was about to launch; it never starts", clone.id)
             self.write(clone, records.stopped_in_queue(clone.record, self.clock()))
             self._forget(clone)
-            return
+            return False
+        moment = self.clock()
+        self.write(clone, attrs.evolve(clone.record, launching_at=moment))
         sessions.give(self.paths, clone.folder, clone.request)
         try:
             self.launcher.launch(spec)
@@ -742,17 +764,12 @@ class Server:
             reason = f"launch failed: {error}"
             self.write(clone, records.failed(clone.record, reason, moment), launch_failed=True)
             self._forget(clone)
-            return
+            return False
         self.write(
             clone,
             attrs.evolve(clone.record, state=State.RUNNING, started_at=moment, launching_at=None),
         )
-        log.info("clone %s on %s is running", clone.id, clone.request.target.key)
-        self.spares.launched(spare_kind(clone.request), spec)
-        self.read_progress(clone)
-        if self._stopped_in_launch(clone):
-            return
-        self.deliver(clone)
+        return True
 
     def prepare(self, clone: Clone, spec: LaunchSpec) -> None:
         """Have the launcher make ready what the clone needs (its environment's image) on a
@@ -812,8 +829,9 @@ class Server:
         self.launch(clone)
 
     def _stopped_in_launch(self, clone: Clone) -> bool:
-        """A stop written while the clone was being launched: it has no work to save, so the
-        launcher stops it now rather than after the stop grace."""
+        """A stop written as the clone was launched (`stop` waited for the launch, or a serve
+        died mid-launch): it has no work to save yet, so the launcher stops it now rather
+        than after the stop grace."""
         marker = clone.folder.stop_marker()
         if marker is None:
             return False
