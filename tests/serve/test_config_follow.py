@@ -221,7 +221,7 @@ def test_whatever_configs_are_written_serve_applies_the_last_valid_one(
         serve = ServeThread(local_node(home), FAST, FakeLauncher(root / "fake-launch", scripts))
         serve.start()
         try:
-            valid = ""  # serve was given its config, never read from the file
+            valid = base  # serve was given the file's config
             for write in writes:
                 text = config_text(base, write)
                 problem = problem_of(home, text)
@@ -242,9 +242,8 @@ def test_whatever_configs_are_written_serve_applies_the_last_valid_one(
                 wait_until(taken_up, "serve to take the write up", APPLIED_WITHIN_S)
             served = served_config(home)
             assert served is not None and served.text == valid
-            if valid:
-                assert parse_config(valid, home.config_file).parallel_clones == (
-                    next(w for w in reversed(writes) if w.broken is None).parallel
-                )
+            last = next((w for w in reversed(writes) if w.broken is None), None)
+            applied = parse_config(valid, home.config_file)
+            assert applied.parallel_clones == (last.parallel if last else 1)
         finally:
             serve.stop()

@@ -112,6 +112,11 @@ class ConfigFollower:
         self.base = base or paths
         self.text = text
         """The text of the config in force; None for one given to serve, never read."""
+        self._seen = text if text is not None else _peek(paths.config_file)
+        """The file's text at the last look: only a text unlike it is parsed again (a config
+        given to serve stays until the file changes)."""
+        if self.text is None and self._seen is not None and _parses_to(self._seen, paths, config):
+            self.text = self._seen  # the config given is the file's
         self.applied_at = now()
         self.error = ""
         self.restart_needed: list[str] = []
@@ -172,18 +177,21 @@ class ConfigFollower:
         self._signature = found
         try:
             text = _read(self.file)
-            if text != self.text:
-                text = _settled(self.file, text)
+            if text == self._seen:
+                return None
+            text = _settled(self.file, text)
+        except ConfigError as error:
+            self._seen = None
+            self._failed(str(error))
+            return None
+        self._seen = text
+        try:
+            config = parse_config(text, self.file)
         except ConfigError as error:
             self._failed(str(error))
             return None
         if text == self.text:
             self._recovered()
-            return None
-        try:
-            config = parse_config(text, self.file)
-        except ConfigError as error:
-            self._failed(str(error))
             return None
         return self._take(config, text)
 
@@ -272,6 +280,20 @@ def _settled(path: Path, text: str) -> str:
             break
         text = again
     return text
+
+
+def _parses_to(text: str, paths: Paths, config: Config) -> bool:
+    try:
+        return parse_config(text, paths.config_file) == config
+    except ConfigError:
+        return False
+
+
+def _peek(path: Path) -> str | None:
+    try:
+        return _read(path)
+    except ConfigError:
+        return None
 
 
 def _read(path: Path) -> str:
