@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import threading
 from datetime import UTC, datetime, timedelta
 
 import attrs
@@ -21,6 +24,7 @@ from shadowclone.node.schemas import (
     Record,
     State,
     Step,
+    now,
 )
 from shadowclone.plugin import Family
 from shadowclone_testing.harness import set_up, skip_or_fail
@@ -278,6 +282,38 @@ def test_stop_writes_the_marker_and_refuses_an_ended_clone(node: LocalNode, home
     finish(node, view.id, State.STOPPED)
     with pytest.raises(Refused, match="has already ended: stopped"):
         node.stop(view.id)
+
+
+def test_stop_waits_for_a_launch_holding_the_stop_lock_and_says_what_it_did(
+    node: LocalNode, home: Paths
+) -> None:
+    """What serve's launch does under the clone's stop lock, here on a thread: `stop` waits
+    for it, and says `running`; the lock file is the owner's alone."""
+    set_up(home)
+    view = node.start("acme/app#1")
+    folder = RunFolder(home.clones_dir / view.id)
+    holding, go = threading.Event(), threading.Event()
+
+    def launch() -> None:
+        with folder.stop_lock(timeout=5):
+            holding.set()
+            go.wait(5)
+            folder.write_record(Record(id=view.id, state=State.RUNNING, started_at=now()))
+
+    launching = threading.Thread(target=launch)
+    launching.start()
+    holding.wait(5)
+    timer = threading.Timer(0.2, go.set)
+    timer.start()
+    stopped = node.stop(view.id)
+    launching.join(5)
+    assert (stopped.state, stopped.stop_requested) == (State.RUNNING, True)
+    assert stat.S_IMODE(os.stat(folder.path / "stop.json.lock").st_mode) == 0o600
+
+    queued = node.start("acme/app#2")
+    said = node.stop(queued.id)
+    assert (said.state, said.stop_requested) == (State.STOPPED, True)
+    node.start("acme/app#2")  # its issue is free at once
 
 
 def test_malformed_files_are_reported_by_name_never_a_crash(node: LocalNode, home: Paths) -> None:

@@ -1,7 +1,9 @@
 """A stop always wins over a launch, and admission's one-clone rule holds across it: a
 hypothesis state machine runs `start` and `stop` at every point of serve's launch (before it
-marks the clone launching, between that mark and the launcher, inside the launcher's call,
-after it), and a race of real CLI processes against a real serve does the same by timing."""
+takes the clone's stop lock, between its mark `launching_at` and the launcher, inside the
+launcher's call, after it), and a race of real CLI processes against a real serve does the
+same by timing. What other processes do while serve holds the stop lock runs on threads of
+their own, as it would in those processes: a stop then waits for the launch to finish."""
 
 from __future__ import annotations
 
@@ -91,7 +93,7 @@ class MemoryLauncher:
         return []
 
     def launch(self, spec: LaunchSpec) -> None:
-        run_ops(self.act, self.during)
+        meanwhile(self.act, self.during)
         with self.lock:
             self.launched.append(spec.clone_id)
             self.states[spec.clone_id] = CloneStatus(spec.clone_id, LaunchState.RUNNING)
@@ -127,27 +129,50 @@ def run_ops(machine: object, ops: list[Op]) -> None:
     pending = list(ops)
     ops.clear()
     for op in pending:
-        if isinstance(op, Start):
-            machine.start(op.number, op.spelling)  # type: ignore[attr-defined]
-        else:
-            machine.stop_one(op.pick)  # type: ignore[attr-defined]
+        with machine.acting:  # type: ignore[attr-defined]
+            if isinstance(op, Start):
+                machine.start(op.number, op.spelling)  # type: ignore[attr-defined]
+            else:
+                machine.stop_one(op.pick)  # type: ignore[attr-defined]
+
+
+def meanwhile(machine: object, ops: list[Op]) -> None:
+    """Run `ops` on a thread of their own, as another process would while serve holds a
+    clone's stop lock (a stop among them waits for it); the machine joins them."""
+    pending = list(ops)
+    ops.clear()
+    if not pending:
+        return
+
+    def run() -> None:
+        try:
+            run_ops(machine, pending)
+        except BaseException as error:  # noqa: BLE001 - raised again by the machine
+            machine.errors.append(error)  # type: ignore[attr-defined]
+
+    thread = threading.Thread(target=run, daemon=True)
+    machine.threads.append(thread)  # type: ignore[attr-defined]
+    thread.start()
 
 
 class HookedServer(Server):
-    """serve, with other processes acting just before and just after it marks a clone as
-    launching (its record's `launching_at`)."""
+    """serve, with other processes acting just before it launches a clone (before it takes
+    the clone's stop lock) and just after it marks the clone as launching (its record's
+    `launching_at`, under the lock)."""
 
     before_mark: list[Op]
     after_mark: list[Op]
     act: object
 
+    def launch(self, clone: object) -> None:
+        run_ops(self.act, self.before_mark)
+        super().launch(clone)  # type: ignore[arg-type]
+
     def write(self, clone: object, record: Record, launch_failed: bool = False) -> None:
         marking = record.launching_at is not None and clone.record.launching_at is None  # type: ignore[attr-defined]
-        if marking:
-            run_ops(self.act, self.before_mark)
         super().write(clone, record, launch_failed)  # type: ignore[arg-type]
         if marking:
-            run_ops(self.act, self.after_mark)
+            meanwhile(self.act, self.after_mark)
 
 
 class LaunchRace(RuleBasedStateMachine):
@@ -165,6 +190,12 @@ class LaunchRace(RuleBasedStateMachine):
         """Clones `stop` said were stopped (in the queue): none of them may ever launch."""
         self.stopped_in_launch: set[str] = set()
         """Clones stopped while serve was launching them: serve stops them at once."""
+        self.threads: list[threading.Thread] = []
+        """Other processes' acts while serve held a stop lock, joined after each step."""
+        self.errors: list[BaseException] = []
+        self.acting = threading.RLock()
+        """One act at a time, each with what it checks: an act on a thread is as atomic as
+        one on the machine's own."""
 
     def teardown(self) -> None:
         self.server._stopping.set()
@@ -222,12 +253,23 @@ class LaunchRace(RuleBasedStateMachine):
         self.server.after_mark[:] = after
         self.launcher.during[:] = during
         self.server.step(set())
+        self.settle()
         self.server.step(set())  # what the first step's hooks did, settled
+        self.settle()
         for clone_id in self.stopped_in_launch:
             clone = self.server.clones.get(clone_id)
             if clone is not None and clone.stopping is not None:
                 clone.stopping.join(5)
             assert not self.launcher.alive(clone_id), f"{clone_id} runs on after its stop"
+
+    def settle(self) -> None:
+        """Wait for the acts still under way on threads; raise what one of them raised."""
+        while self.threads:
+            thread = self.threads.pop()
+            thread.join(30)
+            assert not thread.is_alive(), "a stop or start waited on serve for 30 s"
+        if self.errors:
+            raise self.errors[0]
 
     @precondition(lambda self: any(self.launcher.alive(i) for i in self.ids))
     @rule(pick=st.integers(min_value=0, max_value=7), code=st.sampled_from([0, 1]))

@@ -255,18 +255,25 @@ class FileLock:
     but a lock file that is a link, a folder or a FIFO is refused rather than followed."""
 
     def __init__(
-        self, path: Path, timeout: float = LOCK_TIMEOUT_S, plain_folder: bool = True
+        self,
+        path: Path,
+        timeout: float = LOCK_TIMEOUT_S,
+        plain_folder: bool = True,
+        mode: int = 0o644,
     ) -> None:
         self.path = path
         self.timeout = timeout
         self.plain_folder = plain_folder
+        self.mode = mode
+        """The lock file's mode when it is made: 0o600 keeps other users (a clone's engine)
+        from opening it, and so from ever holding the lock."""
         self._descriptor: int | None = None
 
     def __enter__(self) -> FileLock:
         make_folder(self.path.parent)
         try:
             descriptor = open_plain(
-                self.path, os.O_RDWR | os.O_CREAT, plain_folder=self.plain_folder
+                self.path, os.O_RDWR | os.O_CREAT, self.mode, plain_folder=self.plain_folder
             )
         except MalformedFile:
             if not os.path.lexists(self.path):

@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 
 from shadowclone.config import Paths, default_paths
+from shadowclone.errors import ConfigError
 from shadowclone.node.local import CloneView, LocalNode, local_node
 from shadowclone.node.schemas import CONVERTER, Caps, ProgressLine
 
@@ -30,8 +31,24 @@ class App:
 
     def node(self) -> LocalNode:
         if self._node is None:
-            self._node = local_node(self.paths)
+            try:
+                self._node = local_node(self.paths)
+            except ConfigError as error:
+                raise ConfigError(config_error_line(self.paths, error)) from None
         return self._node
+
+    def use_node(self, node: LocalNode) -> None:
+        """Go on with `node` (`status`, with the config serve keeps in force)."""
+        self._node = node
+
+
+def config_error_line(paths: Paths, error: ConfigError) -> str:
+    """A config that does not load, and, while serve runs, the config serve keeps in force
+    meanwhile (every command but `status` refuses it)."""
+    from shadowclone.serve.following import held_line, served_config
+
+    served = served_config(paths)
+    return f"{error}; {held_line(served)}" if served is not None else str(error)
 
 
 pass_app = click.make_pass_decorator(App)

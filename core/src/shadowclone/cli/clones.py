@@ -296,6 +296,10 @@ def stop(app: App, clone_id: str, as_json: bool) -> None:
     view = app.node().stop(clone_id)
     if as_json:
         emit_json(view)
+    elif view.state is State.STOPPED:
+        app.out.print(f"stopped {view.id} in the queue: it never starts")
+    elif view.state is State.QUEUED:
+        app.out.print(f"stopping {view.id}: serve is launching it; it stops as soon as it runs")
     else:
         app.out.print(f"stopping {view.id} ({view.state})")
 

@@ -43,7 +43,8 @@ def serve(app: App, stop_grace: float, log_level: str, verbose: bool) -> None:
     """Start queued clones, deliver messages and answers, and record how each clone ends.
 
     Runs until SIGTERM or Ctrl-C; clones keep running and the next serve takes them up. Logs
-    to stderr and to serve.log in the clones folder.
+    to stderr and to serve.log in the clones folder. Follows the config file as it changes;
+    one that does not load leaves the last good config in force.
 
     \b
     Examples:
@@ -51,7 +52,11 @@ def serve(app: App, stop_grace: float, log_level: str, verbose: bool) -> None:
       shadowclone serve -v
       shadowclone service install    # keep it running, started at login
     """
-    node = app.node()
+    from shadowclone.node.local import LocalNode
+    from shadowclone.serve.following import ConfigFollower
+
+    follower = ConfigFollower.load(app.paths)  # serve follows the file from what it read
+    node = LocalNode(follower.config, follower.paths)
     level = logging.DEBUG if verbose else LEVELS[log_level.lower()]
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
@@ -75,6 +80,7 @@ def serve(app: App, stop_grace: float, log_level: str, verbose: bool) -> None:
             registry=node.registry,
             stop_event=stop,
             settings=ServeSettings(stop_grace_s=stop_grace),
+            follower=follower,
         )
     finally:
         for signum, old in previous.items():

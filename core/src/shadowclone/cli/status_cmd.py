@@ -12,7 +12,7 @@ import click
 from rich.text import Text
 
 from shadowclone.cli.app import App, ago, emit_json, json_option, pass_app
-from shadowclone.errors import ShadowcloneError
+from shadowclone.errors import ConfigError, ShadowcloneError
 
 
 @attrs.frozen
@@ -130,11 +130,41 @@ def _queue(app: App) -> list[Check]:
     return checks
 
 
+def _config(app: App) -> tuple[list[Check], bool]:
+    """The config file, and whether the checks that need a config can go on: with the file's,
+    or, while it does not load, with the config serve keeps in force (which is what serve
+    applies, and so what the queue's lines must say)."""
+    from shadowclone.node.local import LocalNode
+    from shadowclone.serve.following import served_config, served_node_config
+
+    try:
+        node = app.node()
+    except ConfigError as error:
+        served = served_config(app.paths)
+        held = served_node_config(app.paths, served) if served is not None else None
+        if held is not None:
+            app.use_node(LocalNode(*held))
+            return [Check("config", False, str(error), blocks=True)], True
+        return [Check("config", False, f"{error}; every command refuses it", blocks=True)], False
+    checks = [Check("config", True, f"{node.paths.config_file}, version {node.config.version}")]
+    served = served_config(app.paths)
+    if served is not None and served.restart_needed:
+        checks.append(
+            Check(
+                "config",
+                False,
+                f"{', '.join(served.restart_needed)} changed; serve (pid {served.pid}) takes "
+                "that up only when it restarts",
+            )
+        )
+    return checks, True
+
+
 def _setups(app: App) -> list[Check]:
     from shadowclone.node.schemas import SetupRecord, read
 
     config = app.node().config
-    checks = [Check("config", True, f"{app.node().paths.config_file}, version {config.version}")]
+    checks: list[Check] = []
     root = app.node().paths.setup_dir
     records = sorted(root.glob("*/*.json")) if root.is_dir() else []
     if not records:
@@ -189,7 +219,12 @@ def status(app: App, as_json: bool) -> int:
       shadowclone status
       shadowclone status --json | jq '.checks[] | select(.ok | not)'
     """
-    checks = [_serve(app), _service(), _launcher(app), *_queue(app), *_setups(app), _secrets(app)]
+    config, usable = _config(app)
+    checks = [_serve(app), _service()]
+    if usable:
+        checks += [_launcher(app), *_queue(app), *config, *_setups(app), _secrets(app)]
+    else:
+        checks += config
     blocked = any(c.blocks and not c.ok for c in checks)
     if as_json:
         emit_json({"ok": not blocked, "checks": checks})

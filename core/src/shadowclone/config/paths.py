@@ -45,6 +45,13 @@ class Paths:
         return self.clones_dir / "throttles.json"
 
     @property
+    def served_config_file(self) -> Path:
+        """The config a running serve applies, and why the file is not applied if it is not
+        (`serve/following.py`): beside the config file, so it is found whatever the config
+        says of the clones folder, and while the config does not load."""
+        return self.config_file.with_name("serve-config.json")
+
+    @property
     def sessions_dir(self) -> Path:
         """serve's pointers from each pull request to the clone that last kept an engine
         session for it (serve/sessions.py)."""

@@ -69,6 +69,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 START_LOCK_TIMEOUT_S = 60.0
+STOP_LOCK_TIMEOUT_S = 60.0
+"""How long `stop` waits for a clone's launch (which holds its stop lock) to finish."""
 DEFAULT_LIST_LIMIT = 30
 
 
@@ -326,9 +328,12 @@ class LocalNode:
     def _view(self, folder: RunFolder, lines: int = 0) -> CloneView:
         request = folder.request()
         problems: list[str] = []
-        # The stop marker before the record: serve marks a clone `launching_at`, then reads
-        # the marker; read in this order, a clone serve goes on to launch is never seen here
-        # as stopped in the queue (whose active marker admission would drop).
+        # The stop marker before the record. A marker is written under the clone's stop lock,
+        # which serve holds from its look at the marker until the clone runs, so a queued
+        # clone with a marker and no `launching_at` never starts. Only a stop that gave up
+        # waiting for the lock writes one during a launch, once `launching_at` is set; read in
+        # this order, that clone is never seen here as stopped in the queue (whose active
+        # marker admission would drop).
         stop = folder.stop_marker()
         try:
             record = folder.record()
@@ -599,7 +604,34 @@ class LocalNode:
         return line
 
     def stop(self, clone_id: str) -> CloneView:
+        """Write the stop marker, under the clone's stop lock, which serve holds from its last
+        look at the marker until the clone runs: so the view returned is what happens. A
+        queued clone is `stopped` (it never starts, and its issue is free at once); one serve
+        was launching is `running` (stop waited for the launch), and is stopped as any running
+        clone. Only if a launch holds the lock for over `STOP_LOCK_TIMEOUT_S` is the marker
+        written without it, the clone `queued` with `stop_requested` and `launching_at` set:
+        serve stops it as soon as it runs."""
         folder = self.resolve(clone_id)
+        try:
+            with folder.stop_lock(timeout=STOP_LOCK_TIMEOUT_S):
+                return self._stop(folder)
+        except files.LockBusy:
+            pass
+        view = self._view(folder)
+        if not view.state.active:
+            raise Refused(f"clone {folder.id} has already ended: {view.state}")
+        record = folder.record()
+        launching = record is not None and (
+            record.launching_at is not None or record.state.launched
+        )
+        if not launching:
+            raise Refused(
+                f"clone {folder.id}: its stop lock has been held for over "
+                f"{STOP_LOCK_TIMEOUT_S:.0f} s, and not by a launch; try again"
+            )
+        return self._stop(folder)
+
+    def _stop(self, folder: RunFolder) -> CloneView:
         view = self._view(folder)
         if not view.state.active:
             raise Refused(f"clone {folder.id} has already ended: {view.state}")

@@ -126,6 +126,14 @@ class RunFolder:
     def stop_file(self) -> Path:
         return self.path / "stop.json"
 
+    def stop_lock(self, timeout: float) -> files.FileLock:
+        """The exclusion between a stop and a launch: `stop` writes the stop marker under it,
+        and serve reads the marker, marks the clone launching and calls its launcher under it,
+        so a stop either comes wholly before a launch (the clone never starts) or wholly after
+        (it is running, and is stopped). Private to the owner (mode 0600): a clone's engine,
+        which can read the run folder, cannot open it to hold it."""
+        return files.FileLock(self.path / "stop.json.lock", timeout=timeout, mode=0o600)
+
     def exists(self) -> bool:
         """A request is there (whatever it holds: reading it says what is wrong), or the
         run folder is something else than a folder (a link, a file: reading refuses it)."""

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import attrs
@@ -72,8 +73,12 @@ from shadowclone.plugin.types import (
     NotifyEvent,
 )
 from shadowclone.serve import records, sessions
+from shadowclone.serve.following import ConfigFollower
 from shadowclone.serve.lock import ServeLock
 from shadowclone.serve.spares import SPARE_DELAY_S, Spares
+
+if TYPE_CHECKING:
+    from shadowclone.dashboard.server import DashboardThread
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +123,9 @@ class ServeSettings:
     """How often serve looks for containers started ahead that no clone will take up."""
     notify_backoff_s: tuple[float, ...] = BACKOFF_S
     """The waits before each new try of a notification a notifier failed to deliver."""
+    launch_lock_s: float = 5.0
+    """How long a launch waits for a clone's stop lock (a `stop` holds it a moment); then
+    the clone stays queued and the next pass tries again."""
 
 
 @attrs.define
@@ -171,12 +179,23 @@ class Server:
         settings: ServeSettings,
         clock: Callable[[], datetime] = now,
         dispatcher: Dispatcher | None = None,
+        *,
+        registry: Registry | None = None,
+        follower: ConfigFollower | None = None,
+        on_config: Callable[[Config, Paths], None] | None = None,
     ) -> None:
         self.config = config
         self.dispatcher = dispatcher
         """Where the owner is told of questions, pauses and endings; None: nowhere."""
         self.links = links_for(config, paths) if dispatcher is not None else None
         self.paths = paths
+        self.registry = registry
+        """The plugins serve loaded: notifiers are built from it when `[notify]` changes."""
+        self.follower = follower
+        """The config file serve follows; None: the config given stays."""
+        self.on_config = on_config
+        """Told of each new config serve applies (serve's dashboard follows it)."""
+        self._retention_wake = threading.Event()
         self.launcher = launcher
         self.settings = settings
         self.clock = clock
@@ -201,10 +220,23 @@ class Server:
     # ------------------------------------------------------------------ the loop
 
     def run(self, stop_event: threading.Event, ready: threading.Event | None = None) -> None:
-        if self.config.retention.older_than is not None:
+        threading.Thread(
+            target=self._retain, args=(stop_event,), name="retention", daemon=True
+        ).start()
+        if self.follower is not None:
+            self.follower.publish()
             threading.Thread(
-                target=self._retain, args=(stop_event,), name="retention", daemon=True
+                target=self.follower.watch,
+                args=(stop_event, lambda: self._events.put(set())),
+                name="watch config",
+                daemon=True,
             ).start()
+        try:
+            self._run(stop_event, ready)
+        finally:
+            self._retention_wake.set()
+
+    def _run(self, stop_event: threading.Event, ready: threading.Event | None) -> None:
         self.recover()
         self.spares.begin(self._queued_folders())
         for kind, spec in self._recent_kinds():
@@ -261,25 +293,66 @@ class Server:
         return [c.folder.path for c in self.clones.values() if c.record.state is State.QUEUED]
 
     def _retain(self, stop_event: threading.Event) -> None:
-        """`[retention]`, on a thread of its own: deleting workspaces never holds up clones."""
+        """`[retention]`, on a thread of its own: deleting workspaces never holds up clones.
+        At start, every `retention_s`, and at once when the config's `older_than` changes."""
         from shadowclone.node.local import LocalNode
         from shadowclone.node.retention import parse_duration
 
-        assert self.config.retention.older_than is not None
-        older_than = parse_duration(self.config.retention.older_than)
-        node = LocalNode(self.config, self.paths)
         while not stop_event.is_set():
-            try:
-                for gone in node.prune(older_than):
-                    log.info(
-                        "retention: removed clone %s (%s, %d bytes)",
-                        gone.id,
-                        gone.state,
-                        gone.bytes,
-                    )
-            except Exception:
-                log.exception("retention: pruning failed; trying again later")
-            stop_event.wait(self.settings.retention_s)
+            config, paths = self.config, self.paths
+            if config.retention.older_than is not None:
+                try:
+                    older_than = parse_duration(config.retention.older_than)
+                    for gone in LocalNode(config, paths).prune(older_than):
+                        log.info(
+                            "retention: removed clone %s (%s, %d bytes)",
+                            gone.id,
+                            gone.state,
+                            gone.bytes,
+                        )
+                except Exception:
+                    log.exception("retention: pruning failed; trying again later")
+            self._retention_wake.wait(self.settings.retention_s)
+            self._retention_wake.clear()
+
+    # ------------------------------------------------------------------ the config
+
+    def follow_config(self, force: bool = False) -> None:
+        """Apply the config file if it changed and loads (`force`: read it even if it looks
+        unchanged); one that does not load leaves the last good one in force."""
+        if self.follower is None:
+            return
+        found = self.follower.check(force)
+        if found is not None:
+            self.apply_config(*found)
+
+    def apply_config(self, config: Config, paths: Paths) -> None:
+        """Every key serve uses, at once: the limits and caps on the next launch decision,
+        the spares' number, retention, the notifiers and their answer links, the dashboard."""
+        old = self.config
+        self.config, self.paths = config, paths
+        self._spent = None  # reckoned again against the new cap
+        if config.spares != old.spares:
+            self.spares.resize(config.spares)
+        if config.retention != old.retention:
+            self._retention_wake.set()
+        if (config.notify, config.dashboard) != (old.notify, old.dashboard):
+            self._renotify(config, paths)
+        if self.on_config is not None:
+            self.on_config(config, paths)
+
+    def _renotify(self, config: Config, paths: Paths) -> None:
+        """Notifiers built again from the new `[notify]`; the old ones finish on a thread."""
+        old = self.dispatcher
+        dispatcher = None
+        if config.notify.use:
+            registry = self.registry or load_registry(config.plugins.disabled)
+            self.registry = registry
+            dispatcher = make_dispatcher(config, paths, registry, self.settings.notify_backoff_s)
+        self.dispatcher = dispatcher
+        self.links = links_for(config, paths) if dispatcher is not None else None
+        if old is not None:
+            threading.Thread(target=old.close, name="notifiers closing", daemon=True).start()
 
     def step(self, touched: set[str]) -> None:
         """One pass: the clones whose files changed, then the timers, then the queue."""
@@ -446,6 +519,7 @@ class Server:
         self._release(clone_id)
 
     def rescan(self) -> None:
+        self.follow_config(force=True)
         for clone_id in sorted(self._markers() - self.clones.keys()):
             with self.guard(clone_id):
                 self.track(clone_id)
@@ -619,7 +693,8 @@ class Server:
 
     def launch_queued(self) -> None:
         """Queued clones start in request order, at most `parallel_clones` at once, and one at
-        a time per login that allows only one."""
+        a time per login that allows only one; by the config file as it is now."""
+        self.follow_config()
         running = [c for c in self.clones.values() if c.record.state.admitted]
         queued = sorted(
             (c for c in self.clones.values() if c.record.state is State.QUEUED),
@@ -718,22 +793,41 @@ class Server:
         return self._spent[1] >= cap
 
     def launch(self, clone: Clone) -> None:
-        """A stop always wins: the stop marker is read again after `launching_at` is written.
-        `stop` writes its marker before it reads the record, and the node counts a queued
-        clone with a marker as stopped only while `launching_at` is unset; so either this
-        read sees the marker, or `stop` sees `launching_at` and the clone stays active (its
-        issue held) until the launched clone is stopped, at once."""
+        """A stop always wins over a launch that has not begun. From its last look at the stop
+        marker to its running record, the launch holds the clone's stop lock, which `stop`
+        takes to write its marker: either the marker is there before the launch looks (the
+        clone never starts: no `started_at`, no step, its issue free at once), or `stop`
+        waits until the clone runs, says so, and the clone is stopped as any running one.
+        `launching_at` is written under the lock too: outside it, a queued record with it
+        set means a serve died mid-launch, which the next serve settles with the launcher."""
         spec = clone.prepared or self.spec(clone)
         if spec.environment is not None and clone.prepared is None:
             self.prepare(clone, spec)
             return
-        moment = self.clock()
-        self.write(clone, attrs.evolve(clone.record, launching_at=moment))
+        try:
+            with clone.folder.stop_lock(timeout=self.settings.launch_lock_s):
+                if not self._launch_unless_stopped(clone, spec):
+                    return
+        except files.LockBusy:
+            log.warning("clone %s: a stop holds its stop lock; its launch waits", clone.id)
+            return
+        log.info("clone %s on %s is running", clone.id, clone.request.target.key)
+        self.spares.launched(spare_kind(clone.request), spec)
+        self.read_progress(clone)
+        if self._stopped_in_launch(clone):
+            return
+        self.deliver(clone)
+
+    def _launch_unless_stopped(self, clone: Clone, spec: LaunchSpec) -> bool:
+        """Under the clone's stop lock: launch it unless it has a stop marker; True if it
+        runs now."""
         if clone.folder.stop_marker() is not None:
             log.info("clone %s was stopped as it was about to launch; it never starts", clone.id)
             self.write(clone, records.stopped_in_queue(clone.record, self.clock()))
             self._forget(clone)
-            return
+            return False
+        moment = self.clock()
+        self.write(clone, attrs.evolve(clone.record, launching_at=moment))
         sessions.give(self.paths, clone.folder, clone.request)
         try:
             self.launcher.launch(spec)
@@ -742,17 +836,12 @@ class Server:
             reason = f"launch failed: {error}"
             self.write(clone, records.failed(clone.record, reason, moment), launch_failed=True)
             self._forget(clone)
-            return
+            return False
         self.write(
             clone,
             attrs.evolve(clone.record, state=State.RUNNING, started_at=moment, launching_at=None),
         )
-        log.info("clone %s on %s is running", clone.id, clone.request.target.key)
-        self.spares.launched(spare_kind(clone.request), spec)
-        self.read_progress(clone)
-        if self._stopped_in_launch(clone):
-            return
-        self.deliver(clone)
+        return True
 
     def prepare(self, clone: Clone, spec: LaunchSpec) -> None:
         """Have the launcher make ready what the clone needs (its environment's image) on a
@@ -812,8 +901,9 @@ class Server:
         self.launch(clone)
 
     def _stopped_in_launch(self, clone: Clone) -> bool:
-        """A stop written while the clone was being launched: it has no work to save, so the
-        launcher stops it now rather than after the stop grace."""
+        """A stop written as the clone was launched (`stop` waited for the launch, or a serve
+        died mid-launch): it has no work to save yet, so the launcher stops it now rather
+        than after the stop grace."""
         marker = clone.folder.stop_marker()
         if marker is None:
             return False
@@ -997,15 +1087,18 @@ def serve_clones(
     launcher: Launcher | None = None,
     settings: ServeSettings | None = None,
     ready: threading.Event | None = None,
+    follower: ConfigFollower | None = None,
 ) -> None:
     """Run clones until `stop_event` is set (serveClones).
 
     Holds serve.lock for its whole life: a second serve raises `Refused` naming the process
     that holds it. The launcher is the config's, from `registry`, unless one is given. `ready`
     is set once the clones of an earlier serve have been taken up. Returning leaves the
-    clones running; the next serve goes on with them.
+    clones running; the next serve goes on with them. serve follows the config file from
+    then on (`follower`, by default one that keeps `config` until the file changes).
     """
     stop_event = stop_event or threading.Event()
+    follower = follower or ConfigFollower(config, paths)
     with ServeLock(paths), _log_file(paths):
         if launcher is None:
             registry = registry or load_registry(config.plugins.disabled)
@@ -1019,17 +1112,62 @@ def serve_clones(
         if config.notify.use:
             registry = registry or load_registry(config.plugins.disabled)
             dispatcher = make_dispatcher(config, paths, registry, settings.notify_backoff_s)
-        dashboard = None
-        if config.dashboard.serve:
-            from shadowclone.dashboard.server import DashboardThread
-
-            dashboard = DashboardThread(config, paths)
-            dashboard.start()
+        dashboard = ServedDashboard()
+        dashboard.follow(config, paths)
+        server = Server(
+            config,
+            paths,
+            launcher,
+            settings,
+            dispatcher=dispatcher,
+            registry=registry,
+            follower=follower,
+            on_config=dashboard.follow_later,
+        )
         try:
-            server = Server(config, paths, launcher, settings, dispatcher=dispatcher)
             server.run(stop_event, ready)
         finally:
-            if dispatcher is not None:
-                dispatcher.close()
-            if dashboard is not None:
-                dashboard.stop()
+            follower.withdraw()
+            if server.dispatcher is not None:
+                server.dispatcher.close()
+            dashboard.stop()
+
+
+class ServedDashboard:
+    """The dashboard serve runs with `[dashboard] serve = true`, following the config: started,
+    stopped or moved as `[dashboard]` changes (on a thread of its own, not to hold serve's
+    loop), and otherwise given each new config in place."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: DashboardThread | None = None
+        self._closed = False
+
+    def follow(self, config: Config, paths: Paths) -> None:
+        from shadowclone.dashboard.server import DashboardThread
+
+        with self._lock:
+            if self._closed:
+                return
+            running = self._thread
+            if running is not None and running.config.dashboard == config.dashboard:
+                running.node.config = config
+                return
+            if running is not None:
+                running.stop()
+                self._thread = None
+            if config.dashboard.serve:
+                self._thread = DashboardThread(config, paths)
+                self._thread.start()
+
+    def follow_later(self, config: Config, paths: Paths) -> None:
+        threading.Thread(
+            target=self.follow, args=(config, paths), name="dashboard config", daemon=True
+        ).start()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._thread is not None:
+                self._thread.stop()
+                self._thread = None

@@ -73,6 +73,17 @@ class Spares:
         for line in dropped:
             log.info("removed %s: no clone will take it", line)
 
+    def resize(self, most: int) -> None:
+        """The config's `spares` changed: keep at most `most` from now on, giving up the
+        oldest of those waiting beyond it."""
+        self.most = most if self.launcher is not None else 0
+        if self.launcher is not None:
+            self._worker.submit(self._logged, self._trim)
+
+    def _trim(self) -> None:
+        while len(self._waiting) > self.most:
+            self._drop(self._waiting.pop(next(iter(self._waiting))))
+
     @property
     def possible(self) -> bool:
         """Whether serve keeps spares (a launcher that can, and `spares` not 0)."""
