@@ -269,6 +269,68 @@ def test_a_usage_limit_schedules_the_clone_across_a_serve_restart_and_its_sessio
 
 
 @pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_a_long_usage_limit_ends_the_container_and_the_clone_goes_on_at_the_reset(
+    world: World, engine: str
+) -> None:
+    """A reset further away than `long_wait_s`: the clone keeps its engine's session and its
+    container ends and is removed; serve, killed and started again meanwhile, keeps it
+    scheduled with no container and launches it again at the reset, and a new engine process
+    resumes the same session, with the owner's message sent while nothing ran, once."""
+    world.use(engine)
+    set_value(world.paths, "limits.long_wait_s", "5")
+    number = world.issue("Limited work")
+    script(
+        world.model,
+        Shell("echo before-the-limit > BEFORE.md && echo wrote-before"),
+        UsageLimit(reset_in_s=40),
+    )
+    message = "Owner says: carry on once the limit resets."
+    resumed: list[ModelRequest] = []
+
+    def after_the_reset(request: ModelRequest) -> Reply | None:
+        if request.last_user_text() not in (RESUME_PROMPT, message):
+            return None
+        resumed.append(request)
+        return Text("Done after the reset.")
+
+    world.model.rule = after_the_reset
+    serve = ServeProcess.start(world.paths, "--stop-grace", "20")
+    try:
+        serve.wait_serving()
+        clone_id = world.node.start(f"owner/app#{number}").id
+
+        def waiting() -> Record | None:
+            record = world.record(clone_id)
+            scheduled = record is not None and record.state is State.SCHEDULED
+            return record if scheduled and world.container(clone_id) is None else None
+
+        record = wait_for(waiting, f"clone {clone_id} to wait with no container")
+        assert record.scheduled_until is not None
+        assert serve.end(signal.SIGKILL) == -signal.SIGKILL
+        world.node.send(clone_id, message)
+        serve = ServeProcess.start(world.paths, "--stop-grace", "20")
+        serve.wait_serving()
+        again = world.record(clone_id)
+        assert again is not None
+        assert (again.state, again.scheduled_until) == (State.SCHEDULED, record.scheduled_until)
+        assert world.container(clone_id) is None
+        ended = world.ended(clone_id)
+    finally:
+        serve.end()
+    steps = world.steps(clone_id)
+    assert (ended.state, ended.outcome) == (State.DONE, Outcome.DONE), steps
+    assert ended.pr_url, steps
+    assert "launched again to resume the engine's session, which a usage limit ended" in steps
+    assert resumed and resumed[0].contains("wrote-before"), "not the same conversation"
+    assert resumed[0].contains("Limited work") and resumed[0].contains(RESUME_PROMPT)
+    carrying = [r for r in world.model.model_requests() if r.contains(message)]
+    assert carrying and all(r.user_texts().count(message) == 1 for r in carrying)
+    assert steps.count(message) == 1, steps
+    branch = "shadowclone/1-limited-work"
+    assert world.github.read_file("owner/app", branch, "BEFORE.md") == "before-the-limit\n"
+
+
+@pytest.mark.parametrize("engine", ["claude", "codex"])
 def test_an_overload_storm_over_four_parallel_clones_is_ridden_out(
     world: World, engine: str
 ) -> None:

@@ -9,7 +9,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     INBOX_CLOSED,
     Caps,
+    Handoff,
     InboxKind,
     InboxLine,
     Price,
@@ -40,6 +41,7 @@ from shadowclone.plugin.types import Outcome
 from shadowclone.run.headstart import HeadStart
 from shadowclone.run.program import run_clone
 from shadowclone.run.prompt import RESUME_PROMPT
+from shadowclone.serve.scheduled import due
 from shadowclone_testing import project_settings
 from shadowclone_testing.fakes.github import FakeGitHub
 from shadowclone_testing.fakes.models import (
@@ -70,6 +72,8 @@ class World:
     """The networks of the phases launched after the first."""
     heads: list[HeadStart] = attrs.field(factory=list)
     """The head starts `run` began, in order."""
+    waits: list[Handoff] = attrs.field(factory=list)
+    """The handoffs of the launches that exited to wait for a usage limit's reset."""
 
     def secrets(self) -> Path:
         path = self.tmp / "secrets.toml"
@@ -112,9 +116,16 @@ class World:
             **changes,
         )
 
-    def run(self, folder: RunFolder, head_start: bool = True) -> tuple[int, list[ProgressLine]]:
+    def run(
+        self,
+        folder: RunFolder,
+        head_start: bool = True,
+        while_waiting: Callable[[RunFolder], None] | None = None,
+    ) -> tuple[int, list[ProgressLine]]:
         """Run the clone as its entry point does: with a head start (run/headstart.py) unless
-        `head_start` is False, and then each later phase."""
+        `head_start` is False, and then each later phase. A launch that exited to wait for a
+        usage limit is launched again as serve does (serve/scheduled.py): at the reset, or
+        at once for the owner's resume or stop; `while_waiting` runs first, each time."""
         secrets = self.secrets()
         environ = {**os.environ, RUN_FOLDER_VARIABLE: str(folder.path)}
         head = HeadStart.begin({**environ, SECRETS_VARIABLE: str(secrets)}) if head_start else None
@@ -125,10 +136,20 @@ class World:
         finally:
             if head is not None:
                 head.close()
-        for _ in range(3):  # launch the next phase, as serve does when a clone hands on
-            if not folder.handoff_file.exists():
+        for _ in range(6):  # launch the next phase, as serve does when a clone hands on
+            handoff = folder.handoff()
+            if handoff is None:
                 break
-            self.phases.append(folder.handoff().network.value)  # type: ignore[union-attr]
+            if handoff.waits:
+                self.waits.append(handoff)
+                if while_waiting is not None:
+                    while_waiting(folder)
+                deadline = time.monotonic() + 120
+                while due(folder, handoff, datetime.now(UTC)) is None:
+                    assert time.monotonic() < deadline, "never due"
+                    time.sleep(0.05)
+            else:
+                self.phases.append(handoff.network.value)
             code = asyncio.run(run_clone(folder, self.secrets()))
         assert not folder.handoff_file.exists()
         lines, problems, _ = folder.progress()
@@ -562,6 +583,28 @@ def test_checks_that_still_fail_after_the_fix_rounds_are_reported(world: World) 
     assert "toolchain" in pull.body
 
 
+LONG_WAITS = {"in its process": 7200.0, "out of it": 60.0}
+"""`long_wait_s` for a clone that waits an hour for its usage limit in its process, or out."""
+
+
+def resume(folder: RunFolder) -> None:
+    folder.write_resume(ResumeMarker())
+
+
+def stop(folder: RunFolder) -> None:
+    folder.write_stop(StopMarker())
+
+
+def processes_in(place: Path) -> list[psutil.Process]:
+    """Live processes working in `place` or below (an engine, its tools)."""
+    found = []
+    for process in psutil.process_iter(["cwd", "status"]):
+        cwd = process.info["cwd"] or ""
+        if cwd.startswith(str(place)) and process.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(process)
+    return found
+
+
 @pytest.mark.parametrize("engine", ["claude", "codex"])
 class TestPauses:
     """A cap reached pauses either real engine at the model proxy and asks the owner; a login's
@@ -618,17 +661,76 @@ class TestPauses:
         assert [line.kind for line in lines].count(ProgressKind.OVERLOADED) == 1
         assert "Done despite the load." in [line.text for line in lines]
 
-    def test_the_owner_resumes_a_scheduled_clone_before_the_reset(
+    def test_a_long_usage_limit_ends_the_clone_and_a_later_launch_resumes_its_session(
         self, world: World, engine: str
+    ) -> None:
+        """A reset further away than `long_wait_s`: the engine ends and the clone's process
+        exits 0, its session and state folder kept and a handoff naming the reset; launched
+        again at the reset, it resumes the same session (the model sees the earlier
+        conversation, the tool's output included, then the resume prompt), and a message
+        sent while nothing ran reaches the engine once."""
+        gh = world.github
+        number = gh.create_issue("owner/app", author="owner", title="Limited work")
+        message = "Owner says: also write AFTER.md."
+        after = Shell("echo after-the-limit > AFTER.md")
+        shell = Shell("echo before-the-limit > BEFORE.md && echo wrote-before")
+        seen: dict[str, Any] = {}
+
+        def while_waiting(folder: RunFolder) -> None:
+            lines, _, _ = folder.progress()
+            seen["final"] = [line for line in lines if line.final]
+            seen["state dirs"] = sorted((folder.path / "engine").glob("state-*"))
+            seen["engines"] = processes_in(folder.path)
+            line = InboxLine(id="while-waiting", kind=InboxKind.MESSAGE, text=message)
+            folder.append_inbox(line)  # as `send` does
+            files.append_line(folder.deliveries_file, dumps(line))  # as serve does
+
+        with models(shell, UsageLimit(reset_in_s=4), Text("Done after the reset.")) as server:
+            server.rule = lambda request: (
+                (after if not request.contains("echo after-the-limit") else Text("Wrote it."))
+                if request.last_user_text() == message or request.contains("echo after-the-limit")
+                else None
+            )
+            folder = world.on(engine, number, server, long_wait_s=1)
+            code, lines = world.run(folder, while_waiting=while_waiting)
+            requests = server.model_requests()
+        texts = [line.text for line in lines]
+        assert (code, lines[-1].outcome) == (0, Outcome.DONE), texts
+        [waited] = world.waits
+        assert waited.not_before is not None and waited.network.value == "open"
+        assert seen["final"] == [] and seen["engines"] == []
+        assert len(seen["state dirs"]) == 1, "the session's state folder is not kept"
+        assert any("the clone's process with it" in t for t in texts), texts
+        assert "launched again to resume the engine's session, which a usage limit ended" in texts
+        # The resume prompt after the earlier conversation (the message, already delivered,
+        # may come with it: Claude Code sends both in one request).
+        resumed = [r for r in requests if r.contains(RESUME_PROMPT)]
+        assert resumed, [r.last_user_text() for r in requests]
+        assert resumed[0].contains("wrote-before") and resumed[0].contains("Limited work")
+        assert not [r for r in requests[:2] if r.contains(RESUME_PROMPT)]
+        # The message: once, to the resumed session.
+        assert [line.text for line in lines if line.kind is ProgressKind.MESSAGE] == [message]
+        carrying = [r for r in requests if r.contains(message)]
+        assert [r for r in carrying if r.last_user_text() == message]
+        assert all(r.user_texts().count(message) == 1 for r in carrying)
+        assert all(r.contains("wrote-before") for r in carrying), "not the same session"
+        scheduled = [line for line in lines if line.kind is ProgressKind.SCHEDULED]
+        assert [line.until is not None for line in scheduled] == [True, False]
+        branch = "shadowclone/1-limited-work"
+        assert gh.read_file("owner/app", branch, "BEFORE.md") == "before-the-limit\n"
+        assert gh.read_file("owner/app", branch, "AFTER.md") == "after-the-limit\n"
+        assert f"{message!r}: reached the engine" in (lines[-1].report or "")
+        assert not (folder.path / "engine").exists()
+        assert not folder.handoff_file.exists()
+
+    @pytest.mark.parametrize("where", ["in its process", "out of it"])
+    def test_the_owner_resumes_a_scheduled_clone_before_the_reset(
+        self, world: World, engine: str, where: str
     ) -> None:
         gh = world.github
         number = gh.create_issue("owner/app", author="owner", title="Limited work")
         with models(UsageLimit(reset_in_s=3600), Text("Done, resumed.")) as server:
-            folder = world.on(
-                engine,
-                number,
-                server,
-            )
+            folder = world.on(engine, number, server, long_wait_s=LONG_WAITS[where])
 
             def resume_once_scheduled() -> None:
                 deadline = time.monotonic() + 60
@@ -639,22 +741,30 @@ class TestPauses:
                         return
                     time.sleep(0.05)
 
-            owner = threading.Thread(target=resume_once_scheduled)
-            owner.start()
-            code, lines = world.run(folder)
-            owner.join()
+            if where == "in its process":
+                owner = threading.Thread(target=resume_once_scheduled)
+                owner.start()
+                code, lines = world.run(folder)
+                owner.join()
+            else:
+                code, lines = world.run(folder, while_waiting=resume)
         assert (code, lines[-1].outcome) == (0, Outcome.DONE)
         texts = [line.text for line in lines]
         assert "the owner resumed the clone" in texts and "Done, resumed." in texts
+        assert len(world.waits) == (where == "out of it")
 
-    def test_a_stop_ends_a_scheduled_clone_at_once(self, world: World, engine: str) -> None:
+    @pytest.mark.parametrize("where", ["in its process", "out of it"])
+    def test_a_stop_ends_a_scheduled_clone_at_once(
+        self, world: World, engine: str, where: str
+    ) -> None:
         """Stopped while it waits for an hour-away reset: the clone ends stopped now, its
-        work before the limit pushed, and no engine is started again."""
+        work before the limit pushed, and no engine is started again (out of its process:
+        the launch the stop brings saves the work)."""
         gh = world.github
         number = gh.create_issue("owner/app", author="owner", title="Stopped while limited")
         shell = Shell("echo before-the-stop > BEFORE.md")
         with models(shell, UsageLimit(reset_in_s=3600)) as server:
-            folder = world.on(engine, number, server)
+            folder = world.on(engine, number, server, long_wait_s=LONG_WAITS[where])
 
             def stop_once_scheduled() -> None:
                 deadline = time.monotonic() + 60
@@ -665,10 +775,13 @@ class TestPauses:
                         return
                     time.sleep(0.05)
 
-            owner = threading.Thread(target=stop_once_scheduled)
-            owner.start()
-            code, lines = world.run(folder)  # not an hour: pytest's timeout would end it
-            owner.join()
+            if where == "in its process":
+                owner = threading.Thread(target=stop_once_scheduled)
+                owner.start()
+                code, lines = world.run(folder)  # not an hour: pytest's timeout would end it
+                owner.join()
+            else:
+                code, lines = world.run(folder, while_waiting=stop)
             requests = len(server.model_requests())
         texts = [line.text for line in lines]
         assert (code, lines[-1].outcome) == (0, Outcome.STOPPED), texts
@@ -676,6 +789,8 @@ class TestPauses:
         assert not [t for t in texts if t.startswith("the usage limit has reset")], texts
         branch = "shadowclone/1-stopped-while-limited"
         assert gh.read_file("owner/app", branch, "BEFORE.md") == "before-the-stop\n"
+        assert len(world.waits) == (where == "out of it")
+        assert not (folder.path / "engine").exists()
 
     def test_a_time_cap_pauses_the_engine_and_the_owner_raises_it(
         self, world: World, engine: str

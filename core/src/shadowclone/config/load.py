@@ -178,6 +178,8 @@ def check(config: Config) -> list[str]:
         problems.append("limits.ask_timeout_s: expected more than 0 and at most 1800 seconds")
     if not 0 < config.limits.stall_timeout_s < math.inf:
         problems.append("limits.stall_timeout_s: expected a number of seconds more than 0")
+    if not 0 <= config.limits.long_wait_s < math.inf:
+        problems.append("limits.long_wait_s: expected a number of seconds, 0 or more")
     for key in ("clone_minutes", "clone_cost_usd", "clone_turns", "daily_cost_usd"):
         cap = getattr(config.limits, key)
         if cap is not None and not 0 < cap < math.inf:
@@ -316,6 +318,9 @@ memory = "4g"
 stall_timeout_s = 1200
 # A question nobody answers takes its recommended option after this long (at most 1800).
 ask_timeout_s = 1800
+# A login's usage limit that resets further away than this ends the clone's process until
+# the reset (its engine's session kept); a shorter wait is waited out in the clone.
+long_wait_s = 300
 # Caps: a clone that reaches one pauses and asks you to raise it or to finish (the work is
 # then saved as a draft pull request). `start --max-minutes/--max-turns/--max-cost` override.
 # clone_minutes = 60

@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from shadowclone import __version__
+from shadowclone.node.schemas import LONG_WAIT_S
 from shadowclone.plugin.types import NotifyEvent
 
 DEFAULT_IMAGE = f"ghcr.io/shadowclone/clone:{__version__}"
@@ -46,6 +47,9 @@ class LimitsConfig:
     """A clone whose engine shows nothing for this long is ended as stalled."""
     ask_timeout_s: float = 30 * 60
     """An unanswered question takes its recommended option after this long (at most 30 min)."""
+    long_wait_s: float = LONG_WAIT_S
+    """A login's usage limit that resets further away than this ends the clone's process (its
+    engine's session kept) until serve launches it again at the reset."""
     clone_minutes: float | None = None
     """A clone that has worked this long pauses and asks the owner to raise the cap or finish
     (None: no cap). Time spent waiting for the owner's answers does not count."""

@@ -116,6 +116,7 @@ def request_for(
         instructions=instructions,
         ask_timeout_s=config.limits.ask_timeout_s,
         stall_timeout_s=config.limits.stall_timeout_s,
+        long_wait_s=config.limits.long_wait_s,
         check_commands=setup.check_commands,
         fix_rounds=config.limits.fix_rounds,
         caches=setup.caches,

@@ -25,6 +25,9 @@ from shadowclone.plugin.types import NetworkMode, Outcome
 
 SCHEMA_VERSION = 1
 MAX_DEPTH = 32
+LONG_WAIT_S = 5 * 60.0
+"""A login's usage limit that resets further away than this ends the clone's process (its
+engine's session kept) until the reset, rather than holding it while it waits."""
 """No file of ours nests deeper; a reader refuses deeper JSON before it is structured."""
 
 
@@ -46,7 +49,9 @@ class State(enum.StrEnum):
     WAITING = "waiting"
     """Running, with a question open for the owner."""
     SCHEDULED = "scheduled"
-    """Running, its engine waiting for its login's usage limit to reset (`scheduled_until`)."""
+    """Its engine waiting for its login's usage limit to reset (`scheduled_until`): in its
+    launcher for a short wait; for a long one nothing of it runs until serve launches it again
+    at the reset (`Resume.SESSION`)."""
     DONE = "done"
     FAILED = "failed"
     STOPPED = "stopped"
@@ -63,7 +68,8 @@ class State(enum.StrEnum):
 
     @property
     def launched(self) -> bool:
-        """Running in its launcher, whatever it waits for."""
+        """Launched, whatever it waits for (a clone scheduled for a long wait has nothing
+        running until it is launched again)."""
         return self in (State.RUNNING, State.WAITING, State.SCHEDULED)
 
     @property
@@ -285,6 +291,9 @@ class Request:
     caps: Caps = attrs.field(factory=Caps)
     price: Price | None = None
     """From the provider's config: how the run program prices usage reported without cost."""
+    long_wait_s: float = attrs.field(default=LONG_WAIT_S, validator=_finite)
+    """A usage limit's wait longer than this is a long wait: the clone saves its engine's
+    session and exits, and serve launches it again at the reset (`Resume.SESSION`)."""
     v: int = SCHEMA_VERSION
 
 
@@ -349,6 +358,8 @@ class Resume(enum.StrEnum):
 
     ENGINE = "engine"
     SAVE = "save"
+    SESSION = "session"
+    """The engine's working session, ended for a long usage limit, goes on (`not_before`)."""
 
 
 @attrs.frozen
@@ -356,12 +367,22 @@ class Handoff:
     """Written by a clone that ends one phase of its work and needs the next one launched on
     another network: a review of code the owner did not write fetches with the network
     on, reviews with nothing but the model's API, and posts its review with the network on.
+    Or by a clone whose login's usage limit resets a long wait away: it saved its engine's
+    session and exits, and is launched again (on the same network) at `not_before`, at once
+    when the owner resumes it (a resume marker written at or after `at`) or stops it.
     The next launch deletes it when it starts."""
 
     network: NetworkMode
     resume: Resume
     at: datetime = attrs.field(factory=now)
+    not_before: datetime | None = None
+    """For `Resume.SESSION`: when the login's usage limit resets."""
     v: int = SCHEMA_VERSION
+
+    @property
+    def waits(self) -> bool:
+        """A long wait for a usage limit: the next launch comes at `not_before`, not at once."""
+        return self.resume is Resume.SESSION
 
 
 @attrs.frozen

@@ -68,7 +68,7 @@ from shadowclone.run import threads
 from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.ask.reads import GithubReads
-from shadowclone.run.carry import Carry, ReviewLine, read_carry, write_carry
+from shadowclone.run.carry import Carry, KeptSession, ReviewLine, read_carry, write_carry
 from shadowclone.run.cloning import clone_url_for
 from shadowclone.run.context import Context, Trust, gather
 from shadowclone.run.drive import EngineResult, supervise_engine
@@ -118,6 +118,17 @@ LOGIN_STATE_VARIABLE = contract.LOGIN_STATE_VARIABLE
 
 class Stopped(Exception):
     """The owner stopped the clone before its engine started."""
+
+
+class Parked(Exception):
+    """A usage limit ended the working session and resets a long wait away: the clone keeps
+    the session and exits, to be launched again at the reset (`Resume.SESSION`)."""
+
+    def __init__(self, session_id: str, state_dir: Path, reset: datetime) -> None:
+        super().__init__(session_id)
+        self.session_id = session_id
+        self.state_dir = state_dir
+        self.reset = reset
 
 
 class CloneRun:
@@ -212,6 +223,10 @@ class CloneRun:
         """The working session's task and id, once it ended: kept for the next clone."""
         self._finished = False
         """The final line is written: no later phase needs the engine's corner."""
+        self.network = NetworkMode.OPEN
+        """The network this launch was given (its handoff's)."""
+        self._kept_dir: Path | None = None
+        """The state folder of a session kept for the launch that resumes it."""
 
     async def run(self) -> int:
         self._prepare_engine_area()
@@ -225,6 +240,8 @@ class CloneRun:
                 loop.add_signal_handler(signum, self.stop.set)
         try:
             return await self._steps()
+        except Parked:
+            return 0  # the next launch resumes the session (`_resume_session`)
         finally:
             await self._discard_early()
             watcher.cancel()
@@ -240,7 +257,8 @@ class CloneRun:
                 await self.model_proxy.close()
             await self.ask_service.close()
             for state_dir in self.state_dirs:
-                self.identity.remove(state_dir)
+                if state_dir != self._kept_dir:
+                    self.identity.remove(state_dir)
             if self._finished:
                 # The engine's home, its leftovers and its outbox: nothing it wrote (a secret
                 # it printed into a file, its tools' caches) stays in the run folder.
@@ -257,18 +275,13 @@ class CloneRun:
         self.plan = carry.plan
         self.conversation = carry.conversation
         self.workspace = self._workspace_for(carry.base_ref)
+        if handoff.resume is Resume.SESSION:
+            return await self._resume_session(handoff, carry)
         if handoff.resume is Resume.ENGINE:
+            self.network = NetworkMode.MODEL_ONLY
             self.progress.note(Step.ENGINE, "launched again with no network but the model's API")
             result, reviews = await self._work()
-            findings = tuple(self.findings.findings)
-            write_carry(
-                self.folder,
-                attrs.evolve(carry, result=result, reviews=tuple(reviews), findings=findings),
-                self.progress_redact,
-            )
-            self.folder.write_handoff(Handoff(NetworkMode.OPEN, Resume.SAVE))
-            self.progress.note(Step.REVIEW, "the work is done; it is saved with the network on")
-            return 0
+            return self._save_next(carry, result, reviews)
         self.progress.note(Step.SAVE, "launched again with the network on, to save the work")
         self.client = GithubClient(
             self.secrets.github_token,
@@ -278,6 +291,84 @@ class CloneRun:
         result = carry.result or EngineResult(Outcome.FAILED, "the review phase left no result")
         self.findings.findings = list(carry.findings)
         return await self._finish(result, list(carry.reviews))
+
+    def _save_next(self, carry: Carry, result: EngineResult, reviews: list[ReviewLine]) -> int:
+        """Hand the engine's work to a launch with the network on, which saves it."""
+        findings = tuple(self.findings.findings)
+        write_carry(
+            self.folder,
+            attrs.evolve(
+                carry, result=result, reviews=tuple(reviews), findings=findings, session=None
+            ),
+            self.progress_redact,
+        )
+        self.folder.write_handoff(Handoff(NetworkMode.OPEN, Resume.SAVE))
+        self.progress.note(Step.REVIEW, "the work is done; it is saved with the network on")
+        return 0
+
+    async def _resume_session(self, handoff: Handoff, carry: Carry) -> int:
+        """Launched again for the working session a long usage limit ended: at the reset, or
+        at once for the owner's resume or stop (then it only saves the work)."""
+        kept = carry.session
+        if kept is None:
+            result = EngineResult(Outcome.FAILED, "launched to resume a session it was not given")
+            self.progress.error(Step.ENGINE, result.detail)
+            return await self._finish(result, [])
+        self.network = handoff.network
+        self._taken_earlier = kept.taken
+        self._fixes = kept.fixes
+        self._reviews = list(carry.reviews)
+        self.findings.findings = list(carry.findings)
+        self.open_threads = list(carry.open_threads)
+        if self.folder.stop_marker() is not None:
+            self.stop.set()  # before the watcher says so: a stop never starts the engine
+        self.progress.note(
+            Step.ENGINE, "launched again to resume the engine's session, which a usage limit ended"
+        )
+        if self.network is NetworkMode.OPEN:
+            assert self.plan is not None
+            self.client = GithubClient(
+                self.secrets.github_token,
+                api_url=self.request.github_api_url,
+                waited=self._github_waited,
+            )
+            self._trust = Trust(self.client, self.plan)
+            self.reads.open(self.plan, self.client, self._trust)
+        if handoff.not_before is not None and not self.stop.is_set():
+            # Launched before the reset with no word from the owner: wait here.
+            await self._until_reset(handoff.not_before, handoff.at)
+        result, reviews = await self._work(kept)
+        if self.network is not NetworkMode.OPEN:
+            return self._save_next(carry, result, reviews)
+        return await self._finish(result, reviews)
+
+    def _park(self, parked: Parked) -> None:
+        """Keep the working session for the launch that resumes it at the reset: what that
+        launch needs goes to `carry.json`, then `handoff.json` names the reset."""
+        assert self.plan is not None and self.workspace is not None
+        self._kept_dir = parked.state_dir
+        kept = KeptSession(
+            session_id=parked.session_id,
+            state_dir=parked.state_dir.name,
+            taken=self._taken_earlier,
+            turns=self.caps.turns,
+            minutes=self.caps.minutes(),
+            cost_usd=self.caps.cost_usd,
+            fixes=self._fixes,
+        )
+        carry = Carry(
+            self.plan,
+            self.workspace.base_ref,
+            reviews=tuple(self._reviews),
+            findings=tuple(self.findings.findings),
+            conversation=self.conversation,
+            session=kept,
+            open_threads=tuple(self.open_threads),
+        )
+        write_carry(self.folder, carry, self.progress_redact)
+        handoff = Handoff(self.network, Resume.SESSION, self._scheduled_at, parked.reset)
+        self.folder.write_handoff(handoff)
+        log.info("the clone exits; it is launched again at %s", parked.reset.isoformat())
 
     def _prepare_engine_area(self) -> None:
         home = self.engine_area / "home"
@@ -374,9 +465,17 @@ class CloneRun:
         self.open_threads = context.open_threads
         self.progress.note(Step.TARGET, context.summary())
 
-    async def _work(self) -> tuple[EngineResult, list[ReviewLine]]:
+    async def _work(self, kept: KeptSession | None = None) -> tuple[EngineResult, list[ReviewLine]]:
+        """The engine's work, a new session or the `kept` one; raises `Parked` once the
+        session is kept for a launch at a usage limit's reset (the inbox stays open)."""
         try:
-            result = await self._engine(self.request_prompt())
+            if kept is None:
+                result = await self._engine(self.request_prompt())
+            else:
+                result = await self._engine(RESUME_PROMPT, kept)
+        except Parked as parked:
+            self._park(parked)
+            raise
         except ShadowcloneError as error:
             self.progress.error(Step.ENGINE, str(error))
             result = EngineResult(Outcome.FAILED, str(error))
@@ -655,7 +754,13 @@ class CloneRun:
             return False  # another request of the session being ended
         if session is not None and not self._consulting:
             self._resume_at, self._scheduled_at = reset, now()
-            self._scheduled(reset, "the engine ends now and resumes its session at {at}")
+            what = "the engine ends now and resumes its session at {at}"
+            if self._waits_long(reset):
+                what = (
+                    "the engine ends now, and the clone's process with it; the clone is "
+                    "launched again and resumes the engine's session at {at}"
+                )
+            self._scheduled(reset, what)
             # A task of its own: the engine hanging up cancels this request's handling, and
             # must not cancel the stop with it.
             self._ending = asyncio.create_task(session.stop(), name="end for the usage limit")
@@ -810,33 +915,55 @@ class CloneRun:
         else:
             self._asks_served = True
 
-    async def _engine(self, prompt: str) -> EngineResult:
+    async def _engine(self, prompt: str, kept: KeptSession | None = None) -> EngineResult:
         """Run the engine's working session to its end: a session a usage limit ended is
-        resumed at the reset (or the owner's `resume`), as often as that happens."""
+        resumed at the reset (or the owner's `resume`), as often as that happens; in this
+        process for a short wait, else by the next launch (`Parked`), which passes `kept`."""
         assert self.plan is not None
-        self.progress.note(Step.ENGINE, f"starting {self.request.engine}")
-        early = await self._take_early()
         web_tools = self.plan.mode is not Mode.REVIEW
-        if early is None:
-            task = await self._task(prompt, web_tools)
+        early: tuple[EngineTask, EarlyStart] | None = None
+        given = None
+        if kept is not None:
+            self.caps = CapWatch(
+                self.request.caps,
+                cost_usd=kept.cost_usd,
+                turns=kept.turns,
+                earlier_minutes=kept.minutes,
+            )
+            if self.stop.is_set():
+                self.progress.note(Step.ENGINE, "the owner stopped the clone: it saves its work")
+                detail = "the owner stopped the clone"
+                return EngineResult(Outcome.STOPPED, detail, taken=self._taken_earlier)
+            state_dir = self.engine_area / kept.state_dir
+            self.state_dirs.append(state_dir)
+            self.progress.scheduled(
+                f"the usage limit has reset: the engine resumes its session {kept.session_id}",
+                None,
+            )
+            task = await self._task(prompt, web_tools, kept.session_id, state_dir)
         else:
-            task = attrs.evolve(
-                early[0],
-                prompt=prompt,
-                web_tools=web_tools,
-                project_settings=self._trusted_head(),
-            )
-        given = self.sessions.given(self.plan)
-        if given is not None:
-            task = await asyncio.to_thread(self.sessions.restore, task, given)
-            self.progress.note(
-                Step.ENGINE,
-                f"the engine goes on with the session of clone {given[0].clone_id}, which "
-                "worked on this pull request",
-            )
+            self.progress.note(Step.ENGINE, f"starting {self.request.engine}")
+            early = await self._take_early()
+            if early is None:
+                task = await self._task(prompt, web_tools)
+            else:
+                task = attrs.evolve(
+                    early[0],
+                    prompt=prompt,
+                    web_tools=web_tools,
+                    project_settings=self._trusted_head(),
+                )
+            given = self.sessions.given(self.plan)
+            if given is not None:
+                task = await asyncio.to_thread(self.sessions.restore, task, given)
+                self.progress.note(
+                    Step.ENGINE,
+                    f"the engine goes on with the session of clone {given[0].clone_id}, which "
+                    "worked on this pull request",
+                )
+            self.caps = CapWatch(self.request.caps)
         self._note_proxy()
         self._prepare_upstream()
-        self.caps = CapWatch(self.request.caps)
         self.cap_gate = CapGate(self.caps, self._on_cap)
         while True:
             if early is not None:
@@ -891,6 +1018,8 @@ class CloneRun:
                     detail="the usage limit ended the engine, which named no session to resume "
                     f"(it said {resume[:80]!r})",
                 )
+            if self._waits_long(reset) and task.state_dir.parent == self.engine_area:
+                raise Parked(resume, task.state_dir, reset)
             await self._until_reset(reset, self._scheduled_at)
             self.caps.resume()
             if self.stop.is_set():
@@ -901,6 +1030,11 @@ class CloneRun:
                 f"the usage limit has reset: the engine resumes its session {resume}", None
             )
             task = await self._task(RESUME_PROMPT, task.web_tools, resume, task.state_dir)
+
+    def _waits_long(self, reset: datetime) -> bool:
+        """Whether the wait for `reset` is long enough to end the clone's process meanwhile
+        (`Request.long_wait_s`)."""
+        return (reset - now()).total_seconds() > self.request.long_wait_s
 
     def _never_went_on(self, result: EngineResult) -> bool:
         """Whether a resumed session failed before its first turn ended (its files could not

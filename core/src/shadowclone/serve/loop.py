@@ -42,6 +42,7 @@ from shadowclone.errors import MalformedFile
 from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder, is_clone_id, run_folders
 from shadowclone.node.schemas import (
+    Handoff,
     ProgressKind,
     ProgressLine,
     Question,
@@ -72,7 +73,7 @@ from shadowclone.plugin.types import (
     NetworkMode,
     NotifyEvent,
 )
-from shadowclone.serve import records, sessions
+from shadowclone.serve import records, scheduled, sessions
 from shadowclone.serve.following import ConfigFollower
 from shadowclone.serve.lock import ServeLock
 from shadowclone.serve.spares import SPARE_DELAY_S, Spares
@@ -158,6 +159,11 @@ class Clone:
     """Set when the clone is stopped while it is prepared."""
     prepared: LaunchSpec | None = None
     """What the preparation made ready: the spec to launch."""
+    waiting: Handoff | None = None
+    """Set while the clone waits for its login's usage limit with nothing running
+    (serve/scheduled.py): its launcher has no clone to report."""
+    relaunched_at: datetime | None = None
+    """When serve last launched it again after such a wait: a stop's grace counts from then."""
 
     @property
     def id(self) -> str:
@@ -376,6 +382,7 @@ class Server:
             self._last_sweep = moment
             self.spares.sweep(self._queued_folders())
         self.check_deadlines()
+        scheduled.launch_due(self)
         self.launch_queued()
 
     def _changes(self, stop_event: threading.Event) -> Iterator[set[str]]:
@@ -584,6 +591,8 @@ class Server:
             self.read_progress(clone)
             if status.state is LaunchState.RUNNING and self._stopped_in_launch(clone):
                 return
+        if scheduled.take_up(self, clone, status):
+            return
         if status.state is LaunchState.MISSING:
             self.vanished(clone)
         elif status.state is LaunchState.EXITED:
@@ -655,10 +664,10 @@ class Server:
         moment = self.clock()
         grace = timedelta(seconds=self.settings.stop_grace_s)
         for clone in self.clones.values():
-            if not clone.launched or clone.stopping is not None:
+            if not clone.launched or clone.stopping is not None or clone.waiting is not None:
                 continue
             marks = [t for t in (clone.stop_at, clone.final_at) if t is not None]
-            if not marks or moment - min(marks) < grace:
+            if not marks or moment - max(min(marks), clone.relaunched_at or min(marks)) < grace:
                 continue
             why = "a stop marker" if clone.stop_at is not None else "its final line"
             log.info("clone %s still runs %s after %s; stopping it", clone.id, grace, why)
@@ -679,7 +688,7 @@ class Server:
             return
         try:
             known = {status.clone_id: status for status in self.launcher.running()}
-            for clone in clones:
+            for clone in (c for c in clones if c.waiting is None):
                 status = known.get(clone.id) or self.launcher.status(clone.id)
                 with self.guard(clone.id):
                     if status.state is LaunchState.EXITED:
@@ -982,6 +991,9 @@ class Server:
             return False
         if handoff is None or status.exit_code != 0:
             return False
+        if handoff.waits:
+            scheduled.park(self, clone, handoff)
+            return True
         if clone.record.handoffs >= MAX_HANDOFFS:
             log.error("clone %s asked for more than %d phases", clone.id, MAX_HANDOFFS)
             return False

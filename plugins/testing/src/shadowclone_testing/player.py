@@ -14,6 +14,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 
@@ -30,6 +31,7 @@ from shadowclone.node.schemas import (
     Resume,
     Step,
     Usage,
+    now,
 )
 from shadowclone.plugin.types import NetworkMode, Outcome
 from watchfiles import Change, watch
@@ -59,6 +61,7 @@ class Player:
             Play.ECHO: self.echo,
             Play.PROBE: self.probe,
             Play.PHASES: self.phases,
+            Play.WAIT: self.wait,
         }
         return plays[self.script.play]()
 
@@ -86,6 +89,32 @@ class Player:
             self.folder.write_handoff(Handoff(NetworkMode.OPEN, Resume.SAVE))
             return 0
         self.final(Outcome.DONE, "three phases")
+        return 0
+
+    def wait(self) -> int:
+        """Exit to wait for a usage limit, as the run program does for a long one; launched
+        again, say why and finish."""
+        handoff = self.folder.handoff()
+        if handoff is None:
+            until = now() + timedelta(seconds=self.script.wait_s)
+            text = "the usage limit is reached: the clone exits until the reset"
+            self.write(ProgressLine(Step.ENGINE, ProgressKind.SCHEDULED, text, until=until))
+            self.folder.write_handoff(
+                Handoff(NetworkMode.OPEN, Resume.SESSION, at=now(), not_before=until)
+            )
+            return 0
+        self.folder.handoff_file.unlink()
+        resumed = self.folder.resume_marker()
+        early = resumed is not None and resumed.at >= handoff.at
+        went_on = "resumed by the owner" if early else "went on at the reset"
+        if handoff.not_before is not None and now() < handoff.not_before and not early:
+            went_on = "launched before the reset"
+        self.write(ProgressLine(Step.ENGINE, ProgressKind.SCHEDULED, went_on, until=None))
+        messages = [line.text for line in self.new_deliveries() if line.kind is InboxKind.MESSAGE]
+        if self.stopped():
+            self.final(Outcome.STOPPED, f"stopped while waiting; messages {messages}")
+            return 0
+        self.final(Outcome.DONE, f"{went_on}; messages {messages}")
         return 0
 
     def no_final(self) -> int:

@@ -42,6 +42,10 @@ class Play(enum.StrEnum):
     PHASES = "phases"
     """Hand the work on twice, as a review does (model-only, then open), then finish `done`
     reporting the networks each phase was launched on."""
+    WAIT = "wait"
+    """Exit to wait for a usage limit `wait_s` away, as a clone does for a long one (a
+    `scheduled` line, a handoff `resume: session`); launched again, finish `done` (or
+    `stopped`, when stopped) reporting why it went on and the messages delivered."""
 
 
 @attrs.frozen
@@ -61,6 +65,8 @@ class Script:
     report: str = "all done"
     cost_usd: float | None = None
     """With `finish`: a usage line reporting this cost comes before the final line."""
+    wait_s: float = 3600.0
+    """With `wait`: how far away the usage limit's reset is."""
 
 
 @attrs.frozen

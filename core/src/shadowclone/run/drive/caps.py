@@ -52,6 +52,8 @@ class CapWatch:
     clock: Callable[[], float] = time.monotonic
     cost_usd: float = 0.0
     turns: int = 0
+    earlier_minutes: float = 0.0
+    """Minutes worked by earlier launches of the clone (before a long usage limit)."""
     _started: float = attrs.field(init=False)
     _paused_s: float = 0.0
     _paused_at: float | None = None
@@ -79,7 +81,7 @@ class CapWatch:
         paused = self._paused_s + (
             self.clock() - self._paused_at if self._paused_at is not None else 0.0
         )
-        return (self.clock() - self._started - paused) / 60
+        return self.earlier_minutes + (self.clock() - self._started - paused) / 60
 
     def reached(self) -> Reached | None:
         """The first cap reached, if any."""
