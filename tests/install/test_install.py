@@ -154,6 +154,10 @@ def test_the_lowest_declared_versions_run_the_demo_and_the_unit_tests(
     out = run([str(bin_dir / "shadowclone"), "demo"], env=env, cwd=tmp_path)
     assert "demo done in" in out
     env["PYTHONPATH"] = str(SOURCE)  # the tests package, not the code under test
+    # The checkout's pinned Dev Containers CLI, which the installed package cannot find itself.
+    cli = SOURCE / "tools/devcontainer-cli/node_modules/@devcontainers/cli/devcontainer.js"
+    if cli.exists():
+        env["SHADOWCLONE_DEVCONTAINER_CLI"] = str(cli)
     tests = ["tests/config", "tests/node", "tests/setup", "tests/mcp/test_server.py"]
     tests += ["tests/cli/test_demo.py"]
     done = subprocess.run(
