@@ -9,8 +9,7 @@ from shadowclone.config import Paths
 from shadowclone.dashboard.app import Dashboard
 from shadowclone.dashboard.keys import load_token
 from shadowclone.node.local import LocalNode
-
-from tests.dashboard.served import Clock, Site, served
+from shadowclone_testing.web import Clock, Site, served
 
 
 @pytest.fixture

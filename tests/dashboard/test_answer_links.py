@@ -10,8 +10,7 @@ from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Question, Record, State, Step
 from shadowclone_testing.serving import Scripts
-
-from tests.dashboard.served import Site
+from shadowclone_testing.web import Site
 
 
 def asking(node: LocalNode, home: Paths, question: Question) -> str:

@@ -17,9 +17,7 @@ from shadowclone.node.schemas import ProgressKind, ProgressLine, Record, State, 
 from shadowclone_testing.harness import skip_or_fail
 from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, serving, wait_state
-from shadowclone_testing.web import PLANTED
-
-from tests.dashboard.served import Site
+from shadowclone_testing.web import PLANTED, Site
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 WAIT_S = 20.0

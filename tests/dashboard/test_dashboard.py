@@ -29,9 +29,7 @@ from shadowclone.node.schemas import (
 from shadowclone_testing.harness import CLI_PROGRAM
 from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, serving, wait_state, wait_until
-from shadowclone_testing.web import PLANTED, free_port
-
-from tests.dashboard.served import Site
+from shadowclone_testing.web import PLANTED, Site, free_port
 
 
 def csrf_of(page: str) -> str:

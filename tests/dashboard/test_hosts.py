@@ -8,9 +8,7 @@ import pytest
 from shadowclone.config import Paths, load_config, set_value
 from shadowclone.dashboard.hosts import ServedNames
 from shadowclone.dashboard.server import make_server
-from shadowclone_testing.web import free_port
-
-from tests.dashboard.served import running
+from shadowclone_testing.web import free_port, running
 
 
 def test_a_request_for_a_name_the_dashboard_does_not_serve_is_refused(home: Paths) -> None:

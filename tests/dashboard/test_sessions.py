@@ -10,8 +10,7 @@ import httpx2
 from shadowclone.dashboard.keys import LOGIN_CODE_S, login_code
 from shadowclone.dashboard.sessions import ABSOLUTE_S, IDLE_S
 from shadowclone.node.local import LocalNode
-
-from tests.dashboard.served import Site
+from shadowclone_testing.web import Site
 
 COOKIE = "shadowclone_session"
 

@@ -10,8 +10,7 @@ from collections.abc import Iterator
 
 from shadowclone.dashboard.app import STREAMS_PER_CLIENT, STREAMS_TOTAL
 from shadowclone_testing.serving import wait_until
-
-from tests.dashboard.served import Site
+from shadowclone_testing.web import Site
 
 COOKIE = "shadowclone_session"
 

@@ -10,8 +10,15 @@ import pytest
 from shadowclone.errors import MalformedFile
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.run.carry import Carry, KeptSession, read_carry, write_carry
+from shadowclone.run.github.models import Issue, Repository, User
+from shadowclone.run.plan import Mode, Plan
 
-from tests.run.test_sessions import plan
+
+def plan() -> Plan:
+    """An issue of the owner's, as the target step resolves it."""
+    repo = Repository("owner/app", False, "public", "main", "write", "http://x/owner/app.git")
+    issue = Issue("owner/app", 1, "Work", "", "owner", "open", "http://x/owner/app/issues/1", False)
+    return Plan(Mode.ISSUE, repo, issue, User("owner", "The Owner", None), None, "shadowclone/1-w")
 
 
 def kept(**changes: object) -> KeptSession:
