@@ -13,7 +13,7 @@ import string
 import time
 from collections.abc import Callable
 
-from shadowclone.run.redact import Redactor
+from shadowclone.redact import Redactor
 
 
 def timed(work: Callable[[], object], repeat: int = 5) -> float:

@@ -29,10 +29,10 @@ from shadowclone.node.schemas import (
     Step,
     Via,
 )
+from shadowclone.redact import Redactor
 from shadowclone.run.ask import SERVER_NAME, TOOL_NAME, ask_command
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.progress import AskRelay, ProgressWriter
-from shadowclone.run.redact import Redactor
 
 pytestmark = pytest.mark.anyio
 

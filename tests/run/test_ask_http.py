@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Answer, ChosenBy, ProgressKind
+from shadowclone.redact import Redactor
 from shadowclone.run.ask import TOOL_NAME
 from shadowclone.run.ask.http import PROTOCOL_VERSIONS, AskService
-from shadowclone.run.redact import Redactor
 
 pytestmark = pytest.mark.anyio
 

@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable
 
 from shadowclone.config import Paths, set_value
+from shadowclone.node import servelock as lock
 from shadowclone.node.local import local_node
 from shadowclone.node.schemas import State
-from shadowclone.serve import lock
 from shadowclone_testing.harness import CliResult, set_up
 from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, ServeProcess, wait_state

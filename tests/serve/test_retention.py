@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.config import Paths, set_value
+from shadowclone.config.durations import parse_duration
 from shadowclone.errors import BadInput
 from shadowclone.node.local import local_node
-from shadowclone.node.retention import TRASH_PREFIX, parse_duration
+from shadowclone.node.retention import TRASH_PREFIX
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
 from shadowclone_testing.harness import CliResult, set_up

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from shadowclone.config import Paths, load_config, set_value
 from shadowclone.environment.devcontainer import READING_PATH
 from shadowclone.errors import Refused
+from shadowclone.node.checks import CheckReport
 from shadowclone.node.setups import environment_dir, read_setup
 from shadowclone.plugin import load_registry
-from shadowclone.run.check import CheckReport
 from shadowclone_testing.fakes.github import FakeGitHub
 from shadowclone_testing.harness import CliResult
 from shadowclone_testing.launcher import FakeLauncher

@@ -19,9 +19,10 @@ from shadowclone.cli.app import (
     pass_app,
 )
 from shadowclone.cli.params import ENGINE, complete_clone_id
+from shadowclone.config.durations import parse_duration
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.local import CloneView
-from shadowclone.node.retention import Removed, parse_duration
+from shadowclone.node.retention import Removed
 from shadowclone.node.schemas import CONVERTER, Caps, ProgressLine, State
 from shadowclone.plugin.types import Outcome
 

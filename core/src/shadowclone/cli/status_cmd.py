@@ -25,7 +25,7 @@ class Check:
 
 
 def _serve(app: App) -> Check:
-    from shadowclone.serve.lock import running
+    from shadowclone.node.servelock import running
 
     found = running(app.paths)
     if found is None:

@@ -131,8 +131,8 @@ def check(config: Config) -> list[str]:
     if config.spares < 0:
         problems.append(f"spares: expected 0 or more, got {config.spares}")
     if config.retention.older_than is not None:
+        from shadowclone.config.durations import parse_duration
         from shadowclone.errors import BadInput
-        from shadowclone.node.retention import parse_duration
 
         try:
             parse_duration(config.retention.older_than)

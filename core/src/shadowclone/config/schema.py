@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import attrs
 
 from shadowclone import __version__
-from shadowclone.node.schemas import LONG_WAIT_S
-from shadowclone.plugin.types import NotifyEvent
 
 DEFAULT_IMAGE = f"ghcr.io/shadowclone/clone:{__version__}"
 DEMO_IMAGE = f"shadowclone-demo:{__version__}"
 """The clone image plus the scripted engine (`shadowclone image build --demo`): what
 `shadowclone demo --launcher docker` and the Docker tests run. Built locally, never published."""
+
+LONG_WAIT_S = 5 * 60.0
+"""A login's usage limit that resets further away than this ends the clone's process (its
+engine's session kept) until the reset, rather than holding it while it waits."""
+
+
+class NotifyEvent(enum.StrEnum):
+    """What serve tells the owner of."""
+
+    QUESTION = "question"
+    """A clone asks the owner a question (it takes the recommended option after a while)."""
+    PAUSED = "paused"
+    """A clone reached one of its caps and asks whether to raise it or to finish."""
+    SCHEDULED = "scheduled"
+    """A clone waits for its login's usage limit to reset."""
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    LAUNCH_FAILED = "launch-failed"
+    """serve could not launch (or prepare) a clone."""
 
 
 @attrs.frozen

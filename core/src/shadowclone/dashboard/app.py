@@ -46,7 +46,7 @@ from shadowclone.errors import ShadowcloneError
 from shadowclone.node.local import CloneView, LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressLine, Via
-from shadowclone.run.redact import redact_tokens
+from shadowclone.redact import redact_tokens
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
+
 from shadowclone.config import Config, Paths
 from shadowclone.node.setups import environment_dir
-from shadowclone.plugin.types import EnvironmentRecipe
+
+
+@attrs.frozen
+class EnvironmentRecipe:
+    """A repository's declared environment, for the launcher to make its clone's image of:
+    the files setup kept (a devcontainer.json or environment.toml, and what they name) in
+    `folder`, on the clone image `LaunchSpec.image`."""
+
+    repo: str
+    folder: Path
+    network: str | None = "host"
+    """The network of the build's steps (None: Docker's default)."""
+    ca_certs: tuple[Path, ...] = ()
+    """Certificate authorities the build trusts besides Debian's."""
 
 
 def recipe_for(config: Config, paths: Paths, repo: str) -> EnvironmentRecipe:

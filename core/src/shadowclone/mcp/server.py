@@ -33,7 +33,7 @@ from shadowclone.mcp import SERVER_NAME
 from shadowclone.mcp.shapes import listing_shape, typed_dict
 from shadowclone.node.local import DEFAULT_LIST_LIMIT, CloneView, LocalNode, local_node
 from shadowclone.node.schemas import CONVERTER, Caps, InboxLine, State, Via
-from shadowclone.serve.records import scrubbed_line
+from shadowclone.node.scrub import scrubbed_line
 
 log = logging.getLogger(__name__)
 

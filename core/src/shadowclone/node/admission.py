@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Protocol
 
 import attrs
 
@@ -19,12 +20,29 @@ from shadowclone.config.schema import ProviderConfig
 from shadowclone.errors import BadInput, MalformedFile, Refused
 from shadowclone.node.index import CloneIndex
 from shadowclone.node.runfolder import RunFolder, id_time
-from shadowclone.node.schemas import Caps, Price, Request, SetupRecord
+from shadowclone.node.schemas import Caps, NetworkMode, Price, Request, SetupRecord
 from shadowclone.node.target import Target, same_repo
-from shadowclone.plugin.types import NetworkMode, SecretProviderRegistration
 
 DAY = timedelta(hours=24)
 """The window of the daily limits: the 24 hours before now, not a calendar day."""
+
+
+class Login(Protocol):
+    """What admission reads of a login: a secret provider's registration, which the plugin
+    API defines above this layer."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def engine(self) -> str | None: ...
+    @property
+    def one_at_a_time(self) -> bool: ...
+    @property
+    def private_repos_only(self) -> bool: ...
+    @property
+    def base_url(self) -> str | None: ...
+    @property
+    def token_url(self) -> str | None: ...
 
 
 def clone_caps(chosen: Caps, config: Config) -> Caps:
@@ -48,7 +66,7 @@ def admitted_target(
     target: Target,
     setup: SetupRecord | None,
     config: Config,
-    login: SecretProviderRegistration,
+    login: Login,
 ) -> Target:
     """The target as its setup spells it, if the setup admits it: it exists, it is of the
     config's version, and the login may work on the repository's visibility."""
@@ -90,7 +108,7 @@ def request_for(
     setup: SetupRecord,
     config: Config,
     engine: str,
-    login: SecretProviderRegistration,
+    login: Login,
     model_host: str | None,
     instructions: str,
     allow_secrets: bool,

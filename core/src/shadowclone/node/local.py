@@ -22,8 +22,10 @@ import attrs
 from shadowclone import files
 from shadowclone.config import Config, Paths, load_config
 from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
+from shadowclone.node import servelock as serve_lock
 from shadowclone.node.admission import (
     DAY,
+    Login,
     admitted_target,
     check_daily_limit,
     check_one_per_target,
@@ -43,6 +45,7 @@ from shadowclone.node.schemas import (
     ChosenBy,
     InboxKind,
     InboxLine,
+    Outcome,
     ProgressLine,
     Question,
     ResumeMarker,
@@ -56,12 +59,10 @@ from shadowclone.node.schemas import (
     now,
     read,
 )
+from shadowclone.node.scrub import scrubbed, scrubbed_line
 from shadowclone.node.setups import read_setup
 from shadowclone.node.spares import spare_kind, take_spare
 from shadowclone.node.target import Target
-from shadowclone.plugin.types import Outcome, SecretProviderRegistration
-from shadowclone.serve import lock as serve_lock
-from shadowclone.serve.records import scrubbed, scrubbed_line
 
 if TYPE_CHECKING:
     from shadowclone.plugin.manager import Registry
@@ -209,7 +210,7 @@ class LocalNode:
         self,
         target: Target,
         engine: str,
-        login: SecretProviderRegistration,
+        login: Login,
         instructions: str,
         model_host: str | None,
         allow_secrets: bool = False,

@@ -18,17 +18,31 @@ import attrs
 import cattrs
 from cattrs.errors import BaseValidationError
 
+from shadowclone.config.schema import LONG_WAIT_S
 from shadowclone.errors import MalformedFile
 from shadowclone.files import MAX_DOCUMENT_BYTES, read_bounded, relative_parts, write_atomic
 from shadowclone.node.target import Target
-from shadowclone.plugin.types import NetworkMode, Outcome
 
 SCHEMA_VERSION = 1
 MAX_DEPTH = 32
-LONG_WAIT_S = 5 * 60.0
-"""A login's usage limit that resets further away than this ends the clone's process (its
-engine's session kept) until the reset, rather than holding it while it waits."""
 """No file of ours nests deeper; a reader refuses deeper JSON before it is structured."""
+
+
+class Outcome(enum.StrEnum):
+    """How a clone ended; the final progress line carries it."""
+
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    STALLED = "stalled"
+
+
+class NetworkMode(enum.StrEnum):
+    """What a clone may reach."""
+
+    OPEN = "open"
+    MODEL_ONLY = "model-only"
+    """Only the model provider's API: reviews of code the owner did not write."""
 
 
 def _finite(_instance: object, attribute: attrs.Attribute[float], value: float | None) -> None:

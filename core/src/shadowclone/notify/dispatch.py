@@ -22,7 +22,7 @@ from shadowclone.errors import ShadowcloneError
 from shadowclone.node.schemas import Record, Request, State
 from shadowclone.plugin.manager import Registry
 from shadowclone.plugin.types import Notification, Notifier, NotifierContext, NotifyEvent
-from shadowclone.run.redact import redact_tokens
+from shadowclone.redact import redact_tokens
 
 log = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from shadowclone import __version__ as CORE_VERSION
 from shadowclone.errors import BadInput, ConfigError, MalformedFile, PluginUnavailable, Refused
 from shadowclone.plugin import contract
 from shadowclone.plugin.spec import PROJECT
@@ -131,6 +132,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 """Marks a plugin's hook functions: `@hookimpl def shadowclone_engines(): ...`."""
 
 __all__ = [
+    "CORE_VERSION",
     "DEFAULT_IMAGE",
     "DEMO_IMAGE",
     "ENTRY_POINT_GROUP",

@@ -17,6 +17,13 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+# Defined in the layers below, where the run-folder contract and the config need them; a
+# plugin finds them here.
+from shadowclone.config.schema import NotifyEvent as NotifyEvent  # noqa: PLC0414
+from shadowclone.environment.recipe import EnvironmentRecipe as EnvironmentRecipe  # noqa: PLC0414
+from shadowclone.node.schemas import NetworkMode as NetworkMode  # noqa: PLC0414
+from shadowclone.node.schemas import Outcome as Outcome  # noqa: PLC0414
+
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 
 
@@ -126,15 +133,6 @@ class TurnEndedEvent:
     """The engine finished a turn and waits for input: `send` starts the next one."""
 
     interrupted: bool = False
-
-
-class Outcome(enum.StrEnum):
-    """How a clone ended; the final progress line carries it."""
-
-    DONE = "done"
-    FAILED = "failed"
-    STOPPED = "stopped"
-    STALLED = "stalled"
 
 
 @attrs.frozen
@@ -249,28 +247,6 @@ class EngineRegistration:
 
 
 # --------------------------------------------------------------------------- launchers
-
-
-class NetworkMode(enum.StrEnum):
-    """What a clone may reach."""
-
-    OPEN = "open"
-    MODEL_ONLY = "model-only"
-    """Only the model provider's API: reviews of code the owner did not write."""
-
-
-@attrs.frozen
-class EnvironmentRecipe:
-    """A repository's declared environment, for the launcher to make its clone's image of:
-    the files setup kept (a devcontainer.json or environment.toml, and what they name) in
-    `folder`, on the clone image `LaunchSpec.image`."""
-
-    repo: str
-    folder: Path
-    network: str | None = "host"
-    """The network of the build's steps (None: Docker's default)."""
-    ca_certs: tuple[Path, ...] = ()
-    """Certificate authorities the build trusts besides Debian's."""
 
 
 @attrs.frozen
@@ -505,22 +481,6 @@ class SecretProviderRegistration:
 
 
 # --------------------------------------------------------------------------- notifiers
-
-
-class NotifyEvent(enum.StrEnum):
-    """What serve tells the owner of."""
-
-    QUESTION = "question"
-    """A clone asks the owner a question (it takes the recommended option after a while)."""
-    PAUSED = "paused"
-    """A clone reached one of its caps and asks whether to raise it or to finish."""
-    SCHEDULED = "scheduled"
-    """A clone waits for its login's usage limit to reset."""
-    DONE = "done"
-    FAILED = "failed"
-    STOPPED = "stopped"
-    LAUNCH_FAILED = "launch-failed"
-    """serve could not launch (or prepare) a clone."""
 
 
 @attrs.frozen

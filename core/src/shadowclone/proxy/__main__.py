@@ -20,8 +20,8 @@ from typing import NoReturn
 
 from shadowclone.errors import ShadowcloneError
 from shadowclone.proxy.logins import credential_for_login
+from shadowclone.proxy.secrets import Secrets
 from shadowclone.proxy.server import ModelProxy
-from shadowclone.run.secrets import Secrets
 
 PROGRAM = "python -m shadowclone.proxy"
 USAGE_ERROR = 2

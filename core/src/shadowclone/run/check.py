@@ -4,7 +4,6 @@ GitHub, and nothing is cloned."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import attrs
@@ -12,46 +11,16 @@ import attrs
 from shadowclone.environment import devcontainer
 from shadowclone.environment.declared import TOML_PATH, parse_environment_toml
 from shadowclone.errors import BadInput, ShadowcloneError
+from shadowclone.node.checks import ENVIRONMENT_FOLDER, CheckReport
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import CONVERTER, Request, Step
+from shadowclone.node.schemas import Request, Step
 from shadowclone.plugin.manager import Registry
 from shadowclone.plugin.types import Outcome
+from shadowclone.proxy.secrets import GITHUB_TOKEN_KEY, Secrets
+from shadowclone.redact import Redactor
 from shadowclone.run.github import GithubClient
 from shadowclone.run.progress import ProgressWriter
-from shadowclone.run.redact import Redactor
-from shadowclone.run.secrets import GITHUB_TOKEN_KEY, Secrets
 
-
-@attrs.frozen
-class CheckReport:
-    """What the check clone found; the final line's report carries it as JSON."""
-
-    repo: str
-    full_name: str | None = None
-    """The repository's name as GitHub spells it (the owner may have typed another case)."""
-    user: str | None = None
-    visibility: str | None = None
-    default_branch: str | None = None
-    can_push: bool | None = None
-    missing_secrets: tuple[str, ...] = ()
-    """Keys of the secrets file the login (or every clone) needs that hold no value."""
-    environment: str | None = None
-    """The repository's environment declaration, if it has one: its files (and the
-    Dockerfile's context) are copied into the run folder's `ENVIRONMENT_FOLDER`."""
-    configurations: tuple[str, ...] = ()
-    """Every dev container configuration the repository has (`environment` is the one read)."""
-    problems: tuple[str, ...] = ()
-
-    def to_json(self) -> str:
-        return json.dumps(CONVERTER.unstructure(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> CheckReport:
-        return CONVERTER.structure(json.loads(text), cls)
-
-
-ENVIRONMENT_FOLDER = "environment"
-"""Where the check clone copies the environment's files, by their paths in the repository."""
 MAX_CONTEXT_FILES = 256
 MAX_CONTEXT_BYTES = 32 * 1024 * 1024
 

@@ -64,6 +64,12 @@ from shadowclone.proxy import (
     credential_for_login,
     engine_files,
 )
+from shadowclone.proxy.secrets import Secrets
+from shadowclone.redact import (
+    RedactedDescriptors,
+    Redactor,
+    redact_tokens,
+)
 from shadowclone.run import threads
 from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
@@ -81,16 +87,10 @@ from shadowclone.run.inbox import FileWatch, delivered, set_on_stop
 from shadowclone.run.plan import Mode, Plan, resolve
 from shadowclone.run.progress import AskRelay, ProgressWriter
 from shadowclone.run.prompt import FIX_PROMPT, RESUME_PROMPT, build_prompt
-from shadowclone.run.redact import (
-    RedactedDescriptors,
-    Redactor,
-    redact_tokens,
-)
 from shadowclone.run.report import Ending, final_report, message_fates, pr_body, usage_line
 from shadowclone.run.review.findings import FindingsTool
 from shadowclone.run.review.runner import run_review_stages
 from shadowclone.run.save import Saved, save
-from shadowclone.run.secrets import Secrets
 from shadowclone.run.sessions import Sessions
 from shadowclone.run.workspace import Workspace, clone, prepare, trust_work_tree
 

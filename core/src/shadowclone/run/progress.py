@@ -29,7 +29,7 @@ from shadowclone.node.schemas import (
     Via,
 )
 from shadowclone.plugin.types import Outcome
-from shadowclone.run.redact import Redactor
+from shadowclone.redact import Redactor
 
 Redact = Callable[[str], str]
 """Takes any text bound for a progress line and returns it with every secret masked."""

@@ -312,7 +312,7 @@ def _read(path: Path) -> str:
 def served_config(paths: Paths) -> ServedConfig | None:
     """What the serve that runs now applies, as it wrote it; None when no serve runs (or it
     wrote nothing readable)."""
-    from shadowclone.serve.lock import running
+    from shadowclone.node.servelock import running
 
     try:
         data = files.read_bounded(paths.served_config_file, plain_folder=False)

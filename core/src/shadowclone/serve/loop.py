@@ -53,6 +53,7 @@ from shadowclone.node.schemas import (
     Throttles,
     now,
 )
+from shadowclone.node.servelock import ServeLock
 from shadowclone.node.spares import spare_kind
 from shadowclone.notify.dispatch import (
     BACKOFF_S,
@@ -75,7 +76,6 @@ from shadowclone.plugin.types import (
 )
 from shadowclone.serve import records, scheduled, sessions
 from shadowclone.serve.following import ConfigFollower
-from shadowclone.serve.lock import ServeLock
 from shadowclone.serve.spares import SPARE_DELAY_S, Spares
 
 if TYPE_CHECKING:
@@ -301,8 +301,8 @@ class Server:
     def _retain(self, stop_event: threading.Event) -> None:
         """`[retention]`, on a thread of its own: deleting workspaces never holds up clones.
         At start, every `retention_s`, and at once when the config's `older_than` changes."""
+        from shadowclone.config.durations import parse_duration
         from shadowclone.node.local import LocalNode
-        from shadowclone.node.retention import parse_duration
 
         while not stop_event.is_set():
             config, paths = self.config, self.paths

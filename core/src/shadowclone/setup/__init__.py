@@ -24,6 +24,7 @@ from shadowclone.environment import devcontainer
 from shadowclone.environment.declared import DECLARATIONS, Environment, declared
 from shadowclone.environment.recipe import recipe_for
 from shadowclone.errors import BadInput, PluginUnavailable, ShadowcloneError
+from shadowclone.node.checks import ENVIRONMENT_FOLDER, CheckReport
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import (
     ProgressKind,
@@ -50,7 +51,6 @@ from shadowclone.plugin.types import (
     LaunchState,
     SecretProviderRegistration,
 )
-from shadowclone.run.check import ENVIRONMENT_FOLDER, CheckReport
 from shadowclone.setup.secrets_file import create_template, privacy_problems
 
 CHECK_TIMEOUT_S = 300.0

@@ -32,8 +32,7 @@ from pathlib import Path
 import attrs
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from shadowclone import __version__
-from shadowclone.plugin import Refused
+from shadowclone.plugin import CORE_VERSION, Refused
 
 from shadowclone_docker_launch.builds import Say, run_build
 
@@ -322,7 +321,7 @@ def build_image(
                 build_args={
                     **engine_versions(),
                     **packages,
-                    "SHADOWCLONE_VERSION": __version__,
+                    "SHADOWCLONE_VERSION": CORE_VERSION,
                 },
                 network=network,
                 target=target,

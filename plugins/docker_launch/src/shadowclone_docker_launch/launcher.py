@@ -65,8 +65,8 @@ import docker.errors
 from docker.models.containers import Container
 from docker.models.volumes import Volume
 from docker.types import Mount
-from shadowclone import __version__ as shadowclone_version
 from shadowclone.plugin import (
+    CORE_VERSION,
     CloneStatus,
     LaunchSpec,
     LaunchState,
@@ -640,10 +640,10 @@ class DockerLauncher:
             raise _unreachable(error) from None
         labels = (found.attrs.get("Config") or {}).get("Labels") or {}
         inside = labels.get(VERSION_LABEL)
-        if inside and inside != shadowclone_version:
+        if inside and inside != CORE_VERSION:
             raise PluginUnavailable(
                 f"the clone image {image} holds shadowclone {inside}, and this machine runs "
-                f"{shadowclone_version}: build it again with `shadowclone image build`"
+                f"{CORE_VERSION}: build it again with `shadowclone image build`"
             )
         engine = _engine_uid(found.attrs.get("Config") or {})
         if engine is None:

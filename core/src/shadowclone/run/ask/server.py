@@ -19,6 +19,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from shadowclone.node.runfolder import RunFolder
+from shadowclone.redact import Redactor
 from shadowclone.run.ask import (
     DEFAULT_TIMEOUT_S,
     OUTBOX_VARIABLE,
@@ -39,7 +40,6 @@ from shadowclone.run.ask.tool import (
 )
 from shadowclone.run.inbox import POLL_S
 from shadowclone.run.progress import Redact
-from shadowclone.run.redact import Redactor
 
 log = logging.getLogger(__name__)
 

@@ -69,9 +69,9 @@ from shadowclone.plugin.types import (
     TurnEndedEvent,
     UsageEvent,
 )
+from shadowclone.redact import Redactor
 from shadowclone.run.ask import DEFAULT_TIMEOUT_S, SERVER_NAME, TOOL_NAME, ask_command
 from shadowclone.run.ask.http import AskService
-from shadowclone.run.redact import Redactor
 
 from shadowclone_testing.fakes.models import (
     CallTool,

@@ -14,7 +14,7 @@ import urllib.parse
 import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
-from shadowclone.run.redact import (
+from shadowclone.redact import (
     MARKER,
     MIN_SECRET_LENGTH,
     PARTIAL_MIN,
@@ -416,7 +416,7 @@ def test_tokens_alone_are_what_a_host_process_redacts(around: str) -> None:
 
 CHILD = """
 import shlex, subprocess, sys
-from shadowclone.run.redact import RedactedDescriptors, Redactor
+from shadowclone.redact import RedactedDescriptors, Redactor
 secret, pieces = sys.argv[1], sys.argv[2:]
 descriptors = RedactedDescriptors(Redactor([secret]))
 print("the run program's own line:", secret)

@@ -16,7 +16,7 @@ import attrs
 from shadowclone import contract
 from shadowclone.errors import ShadowcloneError
 from shadowclone.plugin.types import SecretProviderRegistration
-from shadowclone.run.redact import login_values
+from shadowclone.redact import login_values
 
 GITHUB_TOKEN_KEY = contract.GITHUB_TOKEN_KEY
 
