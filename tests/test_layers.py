@@ -76,11 +76,12 @@ def test_plugins_reach_the_core_only_through_its_plugin_api() -> None:
         for path in source.rglob("*.py"):
             tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
             for node in ast.walk(tree):
-                names: list[str] = []
                 if isinstance(node, ast.ImportFrom) and node.module == "shadowclone":
                     names = [f"shadowclone.{alias.name}" for alias in node.names]
                 elif isinstance(node, ast.Import):
                     names = [alias.name for alias in node.names]
+                else:
+                    continue
                 strays += [
                     f"{path.relative_to(ROOT)}:{node.lineno}: {name}"
                     for name in names
