@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 import psutil
-from shadowclone.cli.demo import _prepare, _serving
 from shadowclone.config import load_config, set_value
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
+from shadowclone_testing.demo import _prepare, _serving
 from shadowclone_testing.fakes.github import FakeGitHub
 from shadowclone_testing.scripted import SCRIPT_VARIABLE, Run, Say, Step, script_json
 

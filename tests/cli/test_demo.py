@@ -31,8 +31,11 @@ def test_without_the_fake_launchers_distribution_the_demo_names_the_package_to_a
         [
             sys.executable,
             "-c",
-            # An import of a name mapped to None raises ImportError, as a missing package does.
-            "import sys; sys.modules['shadowclone_testing'] = None\n"
+            # The kit's entry points hidden, as in an install without it.
+            "import importlib.metadata as metadata\n"
+            "found = metadata.entry_points\n"
+            "metadata.entry_points = lambda **kw: [e for e in found(**kw)\n"
+            "    if e.dist is None or e.dist.name != 'shadowclone-testing']\n"
             "from shadowclone.cli import entry; entry()",
             "demo",
         ],
@@ -45,7 +48,7 @@ def test_without_the_fake_launchers_distribution_the_demo_names_the_package_to_a
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert "needs the shadowclone-testing distribution" in lines[0]
+    assert "the command demo needs the shadowclone-testing distribution" in lines[0]
     assert "--with shadowclone-testing" in lines[0]
     assert "Traceback" not in done.stderr
     assert list(tmp_path.iterdir()) == []

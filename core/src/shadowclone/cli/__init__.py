@@ -95,12 +95,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "service",
         "Install, remove or inspect the service that keeps `shadowclone serve` running.",
     ),
-    "demo": (
-        "demo",
-        "demo",
-        "Run one whole clone against a local fake GitHub: no account, and no Docker unless "
-        "you ask for it.",
-    ),
     "completion": (
         "completion_cmd",
         "completion",
@@ -110,6 +104,15 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 """Each command: its module in this package, its object there, and its whole one-line summary
 as `--help` lists it (a test keeps it equal to the command's own). A command's module, and what it
 imports (the GitHub client, the MCP SDK, rich...), is imported only when that command runs."""
+
+KNOWN_PLUGIN_COMMANDS = {
+    "demo": (
+        "shadowclone-testing",
+        "the fake GitHub, the fake launcher and the scripted engine",
+    ),
+}
+"""Commands a distribution of the project adds, by name: its name and what it holds, so that
+asking for one that is not installed says what to add instead of `No such command`."""
 
 COMMANDS_GROUP = "shadowclone.commands"
 """The entry-point group of plugins' commands: `NAME = "module:command"`, a click command.
@@ -167,6 +170,13 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMANDS:
             claims = plugin_commands().get(cmd_name)
+            if claims is None and cmd_name in KNOWN_PLUGIN_COMMANDS:
+                distribution, holds = KNOWN_PLUGIN_COMMANDS[cmd_name]
+                raise PluginUnavailable(
+                    f"the command {cmd_name} needs the {distribution} distribution ({holds}): "
+                    f"add it with `uv tool install shadowclone --with {distribution}` or "
+                    f"`pipx inject shadowclone {distribution}`"
+                )
             return None if claims is None else load_plugin_command(cmd_name, claims)
         module, attribute, _ = COMMANDS[cmd_name]
         command = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)

@@ -1,5 +1,8 @@
 """`shadowclone demo`: one whole clone on this machine, with no account and no Docker.
 
+The testing kit adds it to the `shadowclone` command (entry-point group
+`shadowclone.commands`): it runs on the kit's fakes, which the core never imports.
+
 A fake GitHub on loopback holds a sample repository and issue; `serve` runs with the fake
 launcher and the scripted engine; the demo starts a clone on the issue, follows it live,
 answers its question as the owner would, and prints the pull request and the final report.
@@ -17,12 +20,9 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import click
 from rich.text import Text
-
-from shadowclone.cli.app import App, format_progress, pass_app
+from shadowclone.cli.app import App, format_progress
 from shadowclone.config import Paths, default_paths, init_config, load_config, set_value
 from shadowclone.config.schema import DEMO_IMAGE
 from shadowclone.errors import PluginUnavailable, ShadowcloneError
@@ -31,33 +31,17 @@ from shadowclone.node.schemas import ProgressKind, SetupRecord, State
 from shadowclone.node.setups import write_setup
 from shadowclone.plugin.types import Outcome
 
-if TYPE_CHECKING:
-    from shadowclone_testing.fakes.github import FakeGitHub
+from shadowclone_testing.fakes.github import FakeGitHub
 
 REPO = "you/hello"
 ISSUE_TITLE = "Add a greeting for new contributors"
 ISSUE_BODY = "New contributors should be greeted. Add a GREETING.md with a short greeting."
 ANSWER = "friendly"
 DEMO_TIMEOUT_S = 300.0
-DEMO_DISTRIBUTION = "shadowclone-testing"
-"""Holds the fake GitHub, the fake launcher and the scripted engine: kept out of the core, which
-every owner installs, since only the demo and the tests need them."""
 
 
 class DemoFailed(ShadowcloneError):
     """Something the demo promises did not happen."""
-
-
-def _fake_github() -> type[FakeGitHub]:
-    try:
-        from shadowclone_testing.fakes.github import FakeGitHub
-    except ImportError:
-        raise DemoFailed(
-            f"the demo needs the {DEMO_DISTRIBUTION} distribution (the fake GitHub, the fake "
-            f"launcher and the scripted engine): add it with `uv tool install shadowclone "
-            f"--with {DEMO_DISTRIBUTION}` or `pipx inject shadowclone {DEMO_DISTRIBUTION}`"
-        ) from None
-    return FakeGitHub
 
 
 @contextlib.contextmanager
@@ -128,24 +112,8 @@ def _host_address(launcher: str, image: str | None) -> str:
         raise DemoFailed(str(error)) from None
 
 
-@click.command()
-@click.option("--keep", is_flag=True, help="Keep the temporary home and print where it is.")
-@click.option(
-    "--launcher",
-    type=click.Choice(["fake", "docker"]),
-    default="fake",
-    show_default=True,
-    help="fake: the clone runs as a local process; docker: in a container of the clone image.",
-)
-@click.option(
-    "--image",
-    help=f"With --launcher docker: an image with the scripted engine (default: {DEMO_IMAGE}, "
-    "which `shadowclone image build --demo` builds).",
-)
-@pass_app
-def demo(app: App, keep: bool, launcher: str, image: str | None) -> None:
-    """Run one whole clone against a local fake GitHub: no account, and no Docker unless
-    you ask for it."""
+def run_demo(app: App, keep: bool, launcher: str, image: str | None) -> None:
+    """The demo `shadowclone demo` runs (see demo_command.py for its options)."""
     out = app.out
     began = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="shadowclone-demo-"))
@@ -155,11 +123,10 @@ def demo(app: App, keep: bool, launcher: str, image: str | None) -> None:
     previous_home = os.environ.get("SHADOWCLONE_HOME")
     os.environ["SHADOWCLONE_HOME"] = str(root)
     try:
-        fake_github = _fake_github()
         if launcher == "docker":
             image = image or DEMO_IMAGE
         host = _host_address(launcher, image)
-        with fake_github(root / "github", host=host) as github:
+        with FakeGitHub(root / "github", host=host) as github:
             paths, number = _prepare(root, github, launcher, image)
             out.print(Text.assemble(("shadowclone demo", "bold"), f"  home {root}"))
             out.print(f"fake GitHub at {github.url}: {REPO} with issue #{number} {ISSUE_TITLE!r}")
