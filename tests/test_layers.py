@@ -51,6 +51,7 @@ def test_the_core_keeps_its_layers() -> None:
         ("dashboard/hosts.py", "import shadowclone.proxy.secrets", "Host code does not import"),
         ("run/progress.py", "import shadowclone.serve.records", "does not import host code"),
         ("proxy/secrets.py", "import shadowclone.node.local", "does not import host code"),
+        ("cli/app.py", "import shadowclone_testing.demo", "do not import the testing kit"),
     ],
 )
 def test_a_planted_import_against_the_layers_fails_the_check(
