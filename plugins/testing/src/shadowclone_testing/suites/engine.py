@@ -392,7 +392,7 @@ class EngineScenarios(abc.ABC):
 
     @pytest.fixture
     async def harness(
-        self, engines_on_path: Path, model_server: FakeModelServer, tmp_path: Path
+        self, sc_engines_on_path: Path, model_server: FakeModelServer, tmp_path: Path
     ) -> AsyncIterator[Harness]:
         harness = Harness(
             engine=self.make_engine(),
