@@ -1,9 +1,14 @@
 """For every test of this repository: async tests run on asyncio (the run program's loop and
-the engine drivers' subprocesses), not on each backend anyio knows."""
+the engine drivers' subprocesses), not on each backend anyio knows; and the testing kit's
+fixtures (`sc_home`, `sc_node`, `sc_cli`...), whose pytest plugin loads only where a project
+asks for it. pytest takes `pytest_plugins` only from the rootdir's conftest: this one, for
+every folder of pyproject.toml's testpaths, the plugins' tests included."""
 
 from __future__ import annotations
 
 import pytest
+
+pytest_plugins = ["shadowclone_testing.pytest_plugin"]
 
 
 @pytest.fixture

@@ -29,9 +29,9 @@ def started(cli: Cli, home: Paths, target: str = "acme/app#1") -> str:
     return clone_id
 
 
-def test_start_list_get_as_a_person_reads_them(cli: Cli, home: Paths) -> None:
-    set_up(home)
-    result = cli("start", "https://github.com/acme/app/issues/4")
+def test_start_list_get_as_a_person_reads_them(sc_cli: Cli, sc_home: Paths) -> None:
+    set_up(sc_home)
+    result = sc_cli("start", "https://github.com/acme/app/issues/4")
     assert result.code == 0
     clone_id = result.out.split()[1]
     assert result.out.splitlines() == [
@@ -40,64 +40,64 @@ def test_start_list_get_as_a_person_reads_them(cli: Cli, home: Paths) -> None:
         "running with `shadowclone service install`",
         f"follow it: shadowclone get {clone_id} --follow",
     ]
-    listing = cli("list")  # not a terminal: tab-separated (tests/cli/test_conventions.py)
+    listing = sc_cli("list")  # not a terminal: tab-separated (tests/cli/test_conventions.py)
     assert listing.out.split("\t")[:4] == [clone_id, "queued", "acme/app#4", "scripted"]
-    shown = cli("get", clone_id).out
+    shown = sc_cli("get", clone_id).out
     assert f"clone     {clone_id}  queued" in shown and "target    acme/app#4" in shown
 
 
-def test_json_output_for_scripts(cli: Cli, home: Paths) -> None:
-    clone_id = started(cli, home)
-    [listed] = json.loads(cli("list", "--json").out)
+def test_json_output_for_scripts(sc_cli: Cli, sc_home: Paths) -> None:
+    clone_id = started(sc_cli, sc_home)
+    [listed] = json.loads(sc_cli("list", "--json").out)
     assert (listed["id"], listed["state"], listed["target"]["number"]) == (clone_id, "queued", 1)
-    got = json.loads(cli("get", clone_id, "--json").out)
+    got = json.loads(sc_cli("get", clone_id, "--json").out)
     assert got["engine"] == "scripted" and got["stop_requested"] is False
-    sent = json.loads(cli("send", clone_id, "hello", "--json").out)
+    sent = json.loads(sc_cli("send", clone_id, "hello", "--json").out)
     assert sent["kind"] == "message" and sent["text"] == "hello"
-    stopped = json.loads(cli("stop", clone_id, "--json").out)
+    stopped = json.loads(sc_cli("stop", clone_id, "--json").out)
     assert stopped["state"] == "stopped"
 
 
-def test_answer_from_the_command_line(cli: Cli, home: Paths) -> None:
-    clone_id = started(cli, home)
-    folder = RunFolder(home.clones_dir / clone_id)
+def test_answer_from_the_command_line(sc_cli: Cli, sc_home: Paths) -> None:
+    clone_id = started(sc_cli, sc_home)
+    folder = RunFolder(sc_home.clones_dir / clone_id)
     folder.write_record(Record(id=clone_id, state=State.WAITING))
     question = Question("q1", "Which database?", ("postgres", "sqlite"), "sqlite")
     folder.append_progress(ProgressLine(Step.ENGINE, ProgressKind.QUESTION, question=question))
-    assert "answer: shadowclone answer" in cli("get", clone_id).out
-    result = cli("answer", clone_id, "q1", "postgres")
+    assert "answer: shadowclone answer" in sc_cli("get", clone_id).out
+    result = sc_cli("answer", clone_id, "q1", "postgres")
     assert (result.code, result.out.strip()) == (0, "answered q1: postgres")
-    again = cli("answer", clone_id, "q1", "sqlite")
+    again = sc_cli("answer", clone_id, "q1", "sqlite")
     assert (again.code, again.err.strip()) == (1, "shadowclone: question q1 is already answered")
 
 
-def test_exit_codes_refused_is_1_bad_input_is_2(cli: Cli, home: Paths) -> None:
-    refused = cli("start", "acme/app#1")
+def test_exit_codes_refused_is_1_bad_input_is_2(sc_cli: Cli, sc_home: Paths) -> None:
+    refused = sc_cli("start", "acme/app#1")
     assert refused.code == 1
     assert refused.err == (
         "shadowclone: acme/app is not set up on this machine; run `shadowclone setup acme/app`\n"
     )
-    bad = cli("start", "acme/app")
+    bad = sc_cli("start", "acme/app")
     assert bad.code == 2
     assert bad.err == (
         "shadowclone: target 'acme/app': expected owner/repo#N, or an issue or pull request URL\n"
     )
-    unknown = cli("get", "nope")
+    unknown = sc_cli("get", "nope")
     assert (unknown.code, unknown.err) == (
         2,
         "shadowclone: no clone 'nope'; `shadowclone list` shows the clones\n",
     )
-    assert cli("start").code == 2  # a usage error
+    assert sc_cli("start").code == 2  # a usage error
 
 
-def test_follow_streams_until_the_clone_ends(cli: Cli, home: Paths) -> None:
-    clone_id = started(cli, home)
-    folder = RunFolder(home.clones_dir / clone_id)
+def test_follow_streams_until_the_clone_ends(sc_cli: Cli, sc_home: Paths) -> None:
+    clone_id = started(sc_cli, sc_home)
+    folder = RunFolder(sc_home.clones_dir / clone_id)
     folder.append_progress(ProgressLine(Step.TARGET, ProgressKind.NOTE, "issue #1: fix it"))
     folder.append_progress(
         ProgressLine(Step.FINISH, ProgressKind.FINAL, "done", pr_url="http://x/pull/2")
     )
-    result = cli("get", clone_id, "--follow")
+    result = sc_cli("get", clone_id, "--follow")
     lines = result.out.splitlines()
     assert "target    note     issue #1: fix it" in lines[0]
     assert "finish    final    finished: None  http://x/pull/2" in lines[1]
@@ -113,21 +113,21 @@ def test_follow_streams_until_the_clone_ends(cli: Cli, home: Paths) -> None:
     ],
 )
 def test_follow_ends_as_the_final_line_says_before_serve_records_it(
-    cli: Cli, home: Paths, outcome: Outcome, state: str, code: int
+    sc_cli: Cli, sc_home: Paths, outcome: Outcome, state: str, code: int
 ) -> None:
     """The final line ends the follow; serve records the end a moment later. Until it has,
     the follow's last line and `--exit-status` go by the final line, not the running record."""
-    clone_id = started(cli, home)
-    folder = RunFolder(home.clones_dir / clone_id)
+    clone_id = started(sc_cli, sc_home)
+    folder = RunFolder(sc_home.clones_dir / clone_id)
     folder.write_record(Record(id=clone_id, state=State.RUNNING))
     folder.append_progress(ProgressLine(Step.FINISH, ProgressKind.FINAL, outcome=outcome))
-    result = cli("get", clone_id, "--follow", "--exit-status")
+    result = sc_cli("get", clone_id, "--follow", "--exit-status")
     assert result.code == code, result.err
     assert result.out.splitlines()[-1] == f"clone {clone_id} is {state}"
 
 
-def test_plugins_lists_engines_and_launchers_with_their_distributions(cli: Cli) -> None:
-    rows = json.loads(cli("plugins", "--json").out)
+def test_plugins_lists_engines_and_launchers_with_their_distributions(sc_cli: Cli) -> None:
+    rows = json.loads(sc_cli("plugins", "--json").out)
     by_name = {r["name"]: r for r in rows}
     for name, family, distribution in (
         ("claude", "engine", "shadowclone-claude"),
@@ -146,14 +146,14 @@ def test_plugins_lists_engines_and_launchers_with_their_distributions(cli: Cli) 
         assert row["version"] == "0.1.0"
 
 
-def test_config_commands(cli: Cli, home: Paths) -> None:
-    paths = json.loads(cli("config", "path", "--json").out)
-    assert paths["config"] == str(home.config_file)
-    shown = json.loads(cli("config", "show", "--json").out)
+def test_config_commands(sc_cli: Cli, sc_home: Paths) -> None:
+    paths = json.loads(sc_cli("config", "path", "--json").out)
+    assert paths["config"] == str(sc_home.config_file)
+    shown = json.loads(sc_cli("config", "show", "--json").out)
     assert shown["engine"] == "scripted" and shown["launcher"] == "fake"
-    assert cli("config", "set", "daily_clones", "7").code == 0
-    assert "daily_clones = 7" in cli("config", "show").out
-    again = cli("config", "init")
+    assert sc_cli("config", "set", "daily_clones", "7").code == 0
+    assert "daily_clones = 7" in sc_cli("config", "show").out
+    again = sc_cli("config", "init")
     assert again.code == 2 and "already exists; use --force" in again.err
 
 
@@ -166,35 +166,35 @@ def _no_traceback(result: CliResult, code: int, *parts: str) -> None:
 
 
 def test_bad_config_malformed_request_and_unknown_id_in_a_real_process(
-    home: Paths, tmp_path: Path
+    sc_home: Paths, tmp_path: Path
 ) -> None:
     env = {"SHADOWCLONE_HOME": os.environ["SHADOWCLONE_HOME"]}
-    set_up(home)
+    set_up(sc_home)
     created = run_shadowclone("start", "acme/app#1", "--json", env=env)
     clone_id = json.loads(created.out)["id"]
-    RunFolder(home.clones_dir / clone_id).request_file.write_text('{"id": 1')
+    RunFolder(sc_home.clones_dir / clone_id).request_file.write_text('{"id": 1')
     _no_traceback(run_shadowclone("get", clone_id, env=env), 2, "request.json: not valid JSON")
     _no_traceback(run_shadowclone("get", "zzz", env=env), 2, "no clone 'zzz'")
-    home.config_file.write_text("parallel_clones = 'lots'\n")
+    sc_home.config_file.write_text("parallel_clones = 'lots'\n")
     _no_traceback(
         run_shadowclone("list", env=env),
         2,
-        str(home.config_file),
+        str(sc_home.config_file),
         "parallel_clones: expected an integer, got 'lots'",
     )
 
 
-def test_service_status_reports_without_touching_anything(cli: Cli) -> None:
-    result = cli("service", "status", "--json")
+def test_service_status_reports_without_touching_anything(sc_cli: Cli) -> None:
+    result = sc_cli("service", "status", "--json")
     status = json.loads(result.out)
     assert result.code == (0 if status["running"] else 3), result.err
     assert status["manager"] in ("systemd", "launchd")
     assert status["installed"] is False
 
 
-def test_get_shows_why_serve_ended_a_clone(cli: Cli, home: Paths) -> None:
-    clone_id = started(cli, home)
-    RunFolder(home.clones_dir / clone_id).write_record(
+def test_get_shows_why_serve_ended_a_clone(sc_cli: Cli, sc_home: Paths) -> None:
+    clone_id = started(sc_cli, sc_home)
+    RunFolder(sc_home.clones_dir / clone_id).write_record(
         Record(
             id=clone_id,
             state=State.FAILED,
@@ -203,7 +203,7 @@ def test_get_shows_why_serve_ended_a_clone(cli: Cli, home: Paths) -> None:
             output_tail="Traceback: boom",
         )
     )
-    shown = cli("get", clone_id).out
+    shown = sc_cli("get", clone_id).out
     assert "reason    the clone exited with no final line" in shown
     assert "exit code 3" in shown and "  Traceback: boom" in shown
 
@@ -223,7 +223,7 @@ def test_get_shows_why_serve_ended_a_clone(cli: Cli, home: Paths) -> None:
     ],
 )
 def test_a_usage_error_is_one_line_naming_the_command_and_what_it_expects(
-    home: Paths, args: tuple[str, ...], parts: tuple[str, ...]
+    sc_home: Paths, args: tuple[str, ...], parts: tuple[str, ...]
 ) -> None:
     env = {"SHADOWCLONE_HOME": os.environ["SHADOWCLONE_HOME"]}
     result = run_shadowclone(*args, env=env)
@@ -292,14 +292,14 @@ def test_listing_clones_loads_no_plugin() -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_caps_from_the_config_and_from_start(cli: Cli, home: Paths) -> None:
-    set_up(home)
-    assert cli("config", "set", "limits.clone_minutes", "45").code == 0
-    result = cli("start", "acme/app#7", "--max-cost", "2.5", "--json")
+def test_caps_from_the_config_and_from_start(sc_cli: Cli, sc_home: Paths) -> None:
+    set_up(sc_home)
+    assert sc_cli("config", "set", "limits.clone_minutes", "45").code == 0
+    result = sc_cli("start", "acme/app#7", "--max-cost", "2.5", "--json")
     assert result.code == 0, result.err
     caps = json.loads(result.out)["caps"]
     assert caps == {"minutes": 45.0, "turns": None, "cost_usd": 2.5}
-    shown = cli("get", json.loads(result.out)["id"]).out
+    shown = sc_cli("get", json.loads(result.out)["id"]).out
     assert "caps      45 minutes, $2.5" in shown
     for option, value in (
         ("--max-cost", "0"),
@@ -308,9 +308,9 @@ def test_caps_from_the_config_and_from_start(cli: Cli, home: Paths) -> None:
         ("--max-turns", "0"),
         ("--max-cost", "lots"),
     ):
-        refused = cli("start", "acme/app#8", option, value)
+        refused = sc_cli("start", "acme/app#8", option, value)
         assert refused.code == 2, (option, value)
         assert option in refused.err and "Traceback" not in refused.err
         assert len(refused.err.strip().splitlines()) <= 3
-    bad = cli("config", "set", "--", "limits.clone_cost_usd", "-3")
+    bad = sc_cli("config", "set", "--", "limits.clone_cost_usd", "-3")
     assert bad.code != 0 and "limits.clone_cost_usd" in bad.err

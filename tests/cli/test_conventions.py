@@ -37,11 +37,13 @@ def started(cli: Cli, target: str) -> str:
     return clone_id
 
 
-def test_list_to_a_terminal_is_a_table_and_to_a_pipe_whole_values(cli: Cli, home: Paths) -> None:
-    set_up(home)
-    clone_id = started(cli, "acme/app#4")
+def test_list_to_a_terminal_is_a_table_and_to_a_pipe_whole_values(
+    sc_cli: Cli, sc_home: Paths
+) -> None:
+    set_up(sc_home)
+    clone_id = started(sc_cli, "acme/app#4")
     long_url = "https://github.com/acme/app/pull/4?" + "x" * 150
-    RunFolder(home.clones_dir / clone_id).write_record(
+    RunFolder(sc_home.clones_dir / clone_id).write_record(
         Record(id=clone_id, state=State.RUNNING, pr_url=long_url, usage=Usage(10, 2, 0.1234))
     )
     table = in_terminal("list").splitlines()
@@ -62,33 +64,33 @@ def test_list_to_a_terminal_is_a_table_and_to_a_pipe_whole_values(cli: Cli, home
     piped = run_shadowclone("list")
     assert piped.code == 0, piped.err
     [row] = piped.out.splitlines()
-    requested = json.loads(cli("get", clone_id, "--json").out)["requested_at"]
+    requested = json.loads(sc_cli("get", clone_id, "--json").out)["requested_at"]
     cells = row.split("\t")
     assert cells[:4] == [clone_id, "running", "acme/app#4", "scripted"]
     assert cells[4].endswith("+00:00") and cells[4][:19] == requested[:19]
     assert cells[5:] == [long_url, "0.1234"]
 
 
-def test_an_empty_piped_list_prints_nothing(cli: Cli, home: Paths) -> None:
-    assert cli("list").out == ""
+def test_an_empty_piped_list_prints_nothing(sc_cli: Cli, sc_home: Paths) -> None:
+    assert sc_cli("list").out == ""
     assert "no clones yet" in in_terminal("list")
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.text(min_size=1, max_size=60))
 def test_a_piped_row_has_seven_cells_whatever_the_question_says(
-    cli: Cli, home: Paths, text: str
+    sc_cli: Cli, sc_home: Paths, text: str
 ) -> None:
     """A question is the engine's text: a tab or a newline in it never makes another cell or
     another row."""
-    set_up(home)
-    listed = json.loads(cli("list", "--json").out)
-    clone_id = listed[0]["id"] if listed else started(cli, "acme/app#1")
+    set_up(sc_home)
+    listed = json.loads(sc_cli("list", "--json").out)
+    clone_id = listed[0]["id"] if listed else started(sc_cli, "acme/app#1")
     question = Question("q1", text, ("a", "b"), "a")
-    RunFolder(home.clones_dir / clone_id).write_record(
+    RunFolder(sc_home.clones_dir / clone_id).write_record(
         Record(id=clone_id, state=State.WAITING, question=question)
     )
-    [row] = cli("list").out.split("\n")[:-1]
+    [row] = sc_cli("list").out.split("\n")[:-1]
     cells = row.split("\t")
     assert len(cells) == 7
     shown = "".join(" " if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
@@ -115,17 +117,19 @@ def complete(words: str, home: Paths) -> list[str]:
     return [line.split(",", 1)[1] for line in done.stdout.splitlines() if line]
 
 
-def test_completion_offers_commands_clone_ids_and_installed_engines(cli: Cli, home: Paths) -> None:
-    set_up(home)
-    first, second = started(cli, "acme/app#1"), started(cli, "acme/app#2")
-    assert complete("shadowclone st", home) == ["start", "status", "stop"]
-    assert complete("shadowclone co", home) == ["completion", "config"]
-    assert complete(f"shadowclone get {first[:4]}", home) == [second, first]
-    assert complete(f"shadowclone stop {second}", home) == [second]
-    assert complete("shadowclone get zz", home) == []
-    engines = complete("shadowclone start --engine ", home)
+def test_completion_offers_commands_clone_ids_and_installed_engines(
+    sc_cli: Cli, sc_home: Paths
+) -> None:
+    set_up(sc_home)
+    first, second = started(sc_cli, "acme/app#1"), started(sc_cli, "acme/app#2")
+    assert complete("shadowclone st", sc_home) == ["start", "status", "stop"]
+    assert complete("shadowclone co", sc_home) == ["completion", "config"]
+    assert complete(f"shadowclone get {first[:4]}", sc_home) == [second, first]
+    assert complete(f"shadowclone stop {second}", sc_home) == [second]
+    assert complete("shadowclone get zz", sc_home) == []
+    engines = complete("shadowclone start --engine ", sc_home)
     assert {"claude", "codex", "scripted"} <= set(engines)
-    assert complete("shadowclone start --engine cl", home) == ["claude"]
+    assert complete("shadowclone start --engine cl", sc_home) == ["claude"]
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
@@ -151,8 +155,8 @@ def test_each_shell_takes_its_completion_script(shell: str) -> None:
     assert "shadowclone" in done.stdout
 
 
-def test_engine_is_one_of_the_installed_engines(cli: Cli, home: Paths) -> None:
-    set_up(home)
+def test_engine_is_one_of_the_installed_engines(sc_cli: Cli, sc_home: Paths) -> None:
+    set_up(sc_home)
     result = run_shadowclone("start", "acme/app#1", "--engine", "gpt-9")
     assert result.code == 2
     [line] = result.err.splitlines()
@@ -160,7 +164,7 @@ def test_engine_is_one_of_the_installed_engines(cli: Cli, home: Paths) -> None:
         "shadowclone start: invalid value for '--engine': 'gpt-9' is not an installed engine "
         "(installed: claude, codex, "
     )
-    assert cli("start", "acme/app#1", "--engine", "scripted").code == 0
+    assert sc_cli("start", "acme/app#1", "--engine", "scripted").code == 0
 
 
 def test_help_of_a_command_loads_no_plugin() -> None:
@@ -185,27 +189,27 @@ def test_help_shows_examples() -> None:
         assert "shadowclone " in result.out.split("Examples:\n")[1].splitlines()[0], command
 
 
-def test_config_init_and_set_report_in_json(cli: Cli, home: Paths) -> None:
-    assert json.loads(cli("config", "set", "parallel_clones", "3", "--json").out) == {
+def test_config_init_and_set_report_in_json(sc_cli: Cli, sc_home: Paths) -> None:
+    assert json.loads(sc_cli("config", "set", "parallel_clones", "3", "--json").out) == {
         "key": "parallel_clones",
         "value": "3",
     }
-    written = json.loads(cli("config", "init", "--force", "--json").out)
-    assert written == {"wrote": str(home.config_file)}
+    written = json.loads(sc_cli("config", "init", "--force", "--json").out)
+    assert written == {"wrote": str(sc_home.config_file)}
 
 
-def test_serve_log_level_chooses_what_stderr_gets(home: Paths) -> None:
-    quiet = ServeProcess.start(home, "--log-level", "warning")
+def test_serve_log_level_chooses_what_stderr_gets(sc_home: Paths) -> None:
+    quiet = ServeProcess.start(sc_home, "--log-level", "warning")
     try:
         quiet.wait_serving()  # serve.log has the info line
     finally:
         assert quiet.end() == 0, quiet.output
     assert " INFO " not in quiet.output
 
-    loud = ServeProcess.start(home, "-v")
+    loud = ServeProcess.start(sc_home, "-v")
     try:
         loud.wait_serving()
-        set_up(home)
+        set_up(sc_home)
         run_shadowclone("start", "acme/app#1")
         from shadowclone_testing.serving import wait_until
 

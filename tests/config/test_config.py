@@ -93,12 +93,14 @@ BAD = [
 
 
 @pytest.mark.parametrize(("text", "message"), BAD)
-def test_a_bad_config_is_one_line_naming_file_and_key(home: Paths, text: str, message: str) -> None:
-    home.config_file.write_text(text)
+def test_a_bad_config_is_one_line_naming_file_and_key(
+    sc_home: Paths, text: str, message: str
+) -> None:
+    sc_home.config_file.write_text(text)
     with pytest.raises(ConfigError) as error:
-        load_config(home)
+        load_config(sc_home)
     line = str(error.value)
-    assert line.startswith(f"{home.config_file}: ")
+    assert line.startswith(f"{sc_home.config_file}: ")
     assert message in line
     assert "\n" not in line
 

@@ -18,7 +18,7 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def site(node: LocalNode, home: Paths, clock: Clock) -> Iterator[Site]:
-    token, _ = load_token(home)
-    with served(Dashboard(node, token, clock=clock), clock) as found:
+def site(sc_node: LocalNode, sc_home: Paths, clock: Clock) -> Iterator[Site]:
+    token, _ = load_token(sc_home)
+    with served(Dashboard(sc_node, token, clock=clock), clock) as found:
         yield found

@@ -23,10 +23,10 @@ def asking(node: LocalNode, home: Paths, question: Question) -> str:
 
 
 def test_a_link_answers_only_its_own_question_once_until_it_expires(
-    node: LocalNode, home: Paths, ready: Scripts, site: Site
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, site: Site
 ) -> None:
     first = Question(id="q1", text="merge now?", options=("yes", "no"), recommended="no")
-    clone_id = asking(node, home, first)
+    clone_id = asking(sc_node, sc_home, first)
     # The clone's question q1 is another than the one the links were made for.
     other = Question(id="q1", text="delete the branch?", options=("yes", "no"), recommended="no")
     stale = answer_urls(site.url, site.token, clone_id, other)["yes"]
@@ -46,5 +46,5 @@ def test_a_link_answers_only_its_own_question_once_until_it_expires(
         site.clock.later(first.timeout_s + LINK_GRACE_S + 1)
         expired = reader.post(late["no"])
         assert (expired.status_code, expired.text) == (410, "this answer link has expired")
-    lines, _, _ = RunFolder(home.clones_dir / clone_id).inbox()
+    lines, _, _ = RunFolder(sc_home.clones_dir / clone_id).inbox()
     assert [(line.question_id, line.text) for line in lines] == [("q1", "no")]

@@ -80,16 +80,16 @@ def text(browser: Chrome, element_id: str) -> str:
 
 
 def test_the_owner_follows_answers_sends_and_stops_in_a_real_browser(
-    node: LocalNode, home: Paths, ready: Scripts, site: Site, browser: Chrome
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, site: Site, browser: Chrome
 ) -> None:
-    ready.set("acme/app#1", Script(play=Play.ASK))
-    ready.set("acme/app#2", Script(play=Play.ECHO))
-    ready.set("acme/app#3", Script(play=Play.HANG))
-    asking, echoing, hanging = (node.start(f"acme/app#{n}") for n in (1, 2, 3))
-    RunFolder(home.clones_dir / hanging.id).append_progress(
+    sc_ready.set("acme/app#1", Script(play=Play.ASK))
+    sc_ready.set("acme/app#2", Script(play=Play.ECHO))
+    sc_ready.set("acme/app#3", Script(play=Play.HANG))
+    asking, echoing, hanging = (sc_node.start(f"acme/app#{n}") for n in (1, 2, 3))
+    RunFolder(sc_home.clones_dir / hanging.id).append_progress(
         ProgressLine(Step.ENGINE, ProgressKind.TEXT, f"the engine printed {PLANTED} planted")
     )
-    with serving(node):
+    with serving(sc_node):
         browser.get(f"{site.url}/")
         assert "log in first" in browser.page_source  # no token, no page
         browser.get(site.login_url())
@@ -121,8 +121,8 @@ def test_the_owner_follows_answers_sends_and_stops_in_a_real_browser(
         press(browser, By.XPATH, "//button[text()='Stop']")
         until(browser, lambda b: "stopped" in text(b, "summary"))  # live, as serve records it
         shot(browser, "stopped")
-        node.stop(echoing.id)
-        wait_state(home, echoing.id, State.STOPPED)
+        sc_node.stop(echoing.id)
+        wait_state(sc_home, echoing.id, State.STOPPED)
     for name in ("list", "question", "answered", "follow", "stopped"):
         assert (SCREENSHOTS / f"{name}.png").stat().st_size > 1000
 
@@ -142,13 +142,13 @@ document.body.appendChild(image);
 
 
 def test_an_injected_inline_script_does_not_run_and_the_live_page_still_does(
-    node: LocalNode, home: Paths, ready: Scripts, site: Site, browser: Chrome
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, site: Site, browser: Chrome
 ) -> None:
     """The page's policy allows scripts from the dashboard's own files only: a script or an
     event handler that something manages to put into the page does not run."""
-    ready.set("acme/app#1", Script(play=Play.HANG))
-    clone = node.start("acme/app#1")
-    with serving(node):
+    sc_ready.set("acme/app#1", Script(play=Play.HANG))
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node):
         browser.get(site.login_url())
         browser.get(f"{site.url}/clones/{clone.id}")
         until(browser, lambda b: "running" in text(b, "summary"))  # its own script streams
@@ -157,8 +157,8 @@ def test_an_injected_inline_script_does_not_run_and_the_live_page_still_does(
         assert browser.execute_script("return window.ran === undefined")
         violated = browser.execute_script("return window.violations")
         assert all(directive.startswith("script-src") for directive in violated)
-        node.stop(clone.id)
-        wait_state(home, clone.id, State.STOPPED)
+        sc_node.stop(clone.id)
+        wait_state(sc_home, clone.id, State.STOPPED)
         until(browser, lambda b: "stopped" in text(b, "summary"))
 
 
@@ -181,13 +181,13 @@ PR_URLS = [
 
 
 def test_a_pull_request_is_a_link_only_to_a_plain_web_address(
-    node: LocalNode, home: Paths, ready: Scripts, site: Site, browser: Chrome
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, site: Site, browser: Chrome
 ) -> None:
     """Whatever a record says its pull request is, the page links only to an http(s) address
     that leads where it reads (no user part), as Chromium itself parses the link; anything
     else is shown as text."""
-    clone = node.start("acme/app#1")
-    folder = RunFolder(home.clones_dir / clone.id)
+    clone = sc_node.start("acme/app#1")
+    folder = RunFolder(sc_home.clones_dir / clone.id)
     browser.get(site.login_url())
     for pr_url in PR_URLS:
         folder.write_record(Record(id=clone.id, state=State.DONE, pr_url=pr_url))

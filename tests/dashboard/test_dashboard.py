@@ -56,13 +56,13 @@ def test_every_page_needs_the_token(site: Site, path: str) -> None:
 
 
 def test_the_owner_answers_sends_and_stops_from_the_page(
-    node: LocalNode, home: Paths, ready: Scripts, site: Site
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, site: Site
 ) -> None:
-    ready.set("acme/app#1", Script(play=Play.ASK))
-    ready.set("acme/app#2", Script(play=Play.HANG))
-    asking, hanging = node.start("acme/app#1"), node.start("acme/app#2")
-    with serving(node), site.logged_in() as browser:
-        wait_state(home, asking.id, State.WAITING)
+    sc_ready.set("acme/app#1", Script(play=Play.ASK))
+    sc_ready.set("acme/app#2", Script(play=Play.HANG))
+    asking, hanging = sc_node.start("acme/app#1"), sc_node.start("acme/app#2")
+    with serving(sc_node), site.logged_in() as browser:
+        wait_state(sc_home, asking.id, State.WAITING)
         listing = browser.get("/").text
         assert asking.id in listing and "waiting" in listing
         page = browser.get(f"/clones/{asking.id}").text
@@ -83,49 +83,49 @@ def test_the_owner_answers_sends_and_stops_from_the_page(
         shown = browser.get(again.headers["location"]).text
         assert "question q1 is already answered" in shown  # the node's rule, one line
         assert "already answered" not in browser.get(f"/clones/{asking.id}").text  # once
-        wait_state(home, asking.id, State.DONE)
-        wait_state(home, hanging.id, State.RUNNING)
+        wait_state(sc_home, asking.id, State.DONE)
+        wait_state(sc_home, hanging.id, State.RUNNING)
         sent = browser.post(f"/clones/{hanging.id}/send", data={"csrf": csrf, "text": "hi"})
         assert sent.status_code == 303
         stopped = browser.post(f"/clones/{hanging.id}/stop", data={"csrf": csrf})
         assert stopped.status_code == 303
-        wait_state(home, hanging.id, State.STOPPED)
-    assert inbox(home, asking.id) == [(InboxKind.ANSWER, "right", Via.DASHBOARD)]
-    assert inbox(home, hanging.id) == [(InboxKind.MESSAGE, "hi", Via.DASHBOARD)]
-    progress, _, _ = RunFolder(home.clones_dir / asking.id).progress()
+        wait_state(sc_home, hanging.id, State.STOPPED)
+    assert inbox(sc_home, asking.id) == [(InboxKind.ANSWER, "right", Via.DASHBOARD)]
+    assert inbox(sc_home, hanging.id) == [(InboxKind.MESSAGE, "hi", Via.DASHBOARD)]
+    progress, _, _ = RunFolder(sc_home.clones_dir / asking.id).progress()
     [answer] = [line.answer for line in progress if line.answer is not None]
     assert answer.via is Via.DASHBOARD  # the record shows how the owner answered
 
 
 def test_a_form_without_its_csrf_value_or_from_elsewhere_is_refused(
-    node: LocalNode, home: Paths, ready: Scripts, site: Site
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, site: Site
 ) -> None:
-    ready.set("acme/app#1", Script(play=Play.HANG))
-    clone = node.start("acme/app#1")
+    sc_ready.set("acme/app#1", Script(play=Play.HANG))
+    clone = sc_node.start("acme/app#1")
     with site.logged_in() as browser:
         csrf = csrf_of(browser.get(f"/clones/{clone.id}").text)
         assert browser.post(f"/clones/{clone.id}/stop", data={}).status_code == 403
         foreign = {"Origin": "https://evil.example"}
         refused = browser.post(f"/clones/{clone.id}/stop", data={"csrf": csrf}, headers=foreign)
         assert refused.status_code == 403
-        assert node.get(clone.id).stop_requested is False
+        assert sc_node.get(clone.id).stop_requested is False
         # A script with the token (Authorization: Bearer) needs no CSRF value: no cookie acts.
     with site.client() as api:
         done = api.post(
             f"/clones/{clone.id}/stop", headers={"Authorization": f"Bearer {site.token}"}
         )
         assert done.status_code == 200 and "stopping" in done.text
-    assert node.get(clone.id).stop_requested is True
+    assert sc_node.get(clone.id).stop_requested is True
 
 
 def test_an_answer_link_gives_its_one_answer_once_and_nothing_else(
-    node: LocalNode, home: Paths, ready: Scripts, site: Site
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, site: Site
 ) -> None:
-    ready.set("acme/app#1", Script(play=Play.ASK))
-    clone = node.start("acme/app#1")
-    with serving(node):
-        wait_state(home, clone.id, State.WAITING)
-        question = node.get(clone.id, 1).question
+    sc_ready.set("acme/app#1", Script(play=Play.ASK))
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node):
+        wait_state(sc_home, clone.id, State.WAITING)
+        question = sc_node.get(clone.id, 1).question
         assert question is not None
         links = answer_urls(site.url, site.token, clone.id, question)
         link = links["left"]
@@ -141,19 +141,19 @@ def test_an_answer_link_gives_its_one_answer_once_and_nothing_else(
             assert again.status_code == 410 and again.text == "this answer link was used already"
             assert phone.post(links["right"]).status_code == 410  # the set is spent
             assert phone.get("/").status_code == 401  # the link is no key to the rest
-        wait_state(home, clone.id, State.DONE)
-    assert inbox(home, clone.id) == [(InboxKind.ANSWER, "left", Via.NOTIFICATION)]
+        wait_state(sc_home, clone.id, State.DONE)
+    assert inbox(sc_home, clone.id) == [(InboxKind.ANSWER, "left", Via.NOTIFICATION)]
 
 
 def test_a_planted_secret_never_reaches_a_page(
-    node: LocalNode, home: Paths, ready: Scripts, site: Site
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, site: Site
 ) -> None:
-    ready.set("acme/app#1", Script(play=Play.HANG))
-    clone = node.start("acme/app#1")
-    folder = RunFolder(home.clones_dir / clone.id)
+    sc_ready.set("acme/app#1", Script(play=Play.HANG))
+    clone = sc_node.start("acme/app#1")
+    folder = RunFolder(sc_home.clones_dir / clone.id)
     folder.append_progress(ProgressLine(Step.ENGINE, ProgressKind.TEXT, f"key {PLANTED} planted"))
-    with serving(node), site.logged_in() as browser:
-        wait_state(home, clone.id, State.RUNNING)
+    with serving(sc_node), site.logged_in() as browser:
+        wait_state(sc_home, clone.id, State.RUNNING)
         seen = browser.get("/").text + browser.get(f"/clones/{clone.id}").text
         with browser.stream("GET", f"/clones/{clone.id}/events?from=0") as events:
             streamed = ""
@@ -161,21 +161,21 @@ def test_a_planted_secret_never_reaches_a_page(
                 streamed += chunk
                 if "event: view" in streamed and "planted" in streamed:
                     break
-        node.stop(clone.id)
-        wait_state(home, clone.id, State.STOPPED)
+        sc_node.stop(clone.id)
+        wait_state(sc_home, clone.id, State.STOPPED)
     assert "planted" in seen and "planted" in streamed  # the line is shown, its key is not
     assert PLANTED not in seen and PLANTED not in streamed
     assert "Q" * 40 not in seen + streamed
 
 
 def test_the_list_streams_a_new_clone_as_it_comes(
-    node: LocalNode, home: Paths, ready: Scripts, site: Site
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, site: Site
 ) -> None:
     with site.logged_in() as browser, browser.stream("GET", "/events") as events:
         lines = events.iter_lines()
         first = next(line for line in lines if line.startswith("data:"))
         assert "no clones yet" in first
-        clone = node.start("acme/app#1")
+        clone = sc_node.start("acme/app#1")
         found = wait_until(
             lambda: next((line for line in lines if line.startswith("data:")), ""),
             "the next snapshot",
@@ -193,20 +193,20 @@ def test_the_list_streams_a_new_clone_as_it_comes(
     ],
 )
 def test_a_pull_request_is_a_link_only_to_the_web(
-    node: LocalNode, home: Paths, ready: Scripts, site: Site, pr_url: str, linked: bool
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, site: Site, pr_url: str, linked: bool
 ) -> None:
     """The record is the clone's word: its pull request's URL is shown, and linked only when
     it is an http(s) URL."""
-    clone = node.start("acme/app#1")
+    clone = sc_node.start("acme/app#1")
     record = Record(id=clone.id, state=State.DONE, pr_url=pr_url)
-    RunFolder(home.clones_dir / clone.id).write_record(record)
+    RunFolder(sc_home.clones_dir / clone.id).write_record(record)
     with site.logged_in() as browser:
         shown = browser.get(f"/clones/{clone.id}").text
     assert ("<a href='" + html.escape(pr_url, quote=True) in shown) is linked
     assert "pull request" in shown
 
 
-def test_the_dashboard_command_serves_and_prints_a_one_time_login_link(home: Paths) -> None:
+def test_the_dashboard_command_serves_and_prints_a_one_time_login_link(sc_home: Paths) -> None:
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     argv = [sys.executable, "-c", CLI_PROGRAM, "dashboard", "--port", str(port)]
@@ -229,7 +229,7 @@ def test_the_dashboard_command_serves_and_prints_a_one_time_login_link(home: Pat
                 return False
 
         wait_until(answers, "the dashboard to answer")
-        token, made = load_token(home, create=False)
+        token, made = load_token(sc_home, create=False)
         assert not made
         with httpx2.Client(timeout=5) as browser:
             assert browser.get(link).status_code == 303
@@ -239,7 +239,7 @@ def test_the_dashboard_command_serves_and_prints_a_one_time_login_link(home: Pat
     finally:
         server.terminate()
         output = "".join(printed) + server.communicate(timeout=30)[0].decode()
-    assert f"the dashboard serves {url}; its token is new, in {token_file(home)}" in output
+    assert f"the dashboard serves {url}; its token is new, in {token_file(sc_home)}" in output
     assert token not in output
 
 
@@ -247,7 +247,7 @@ HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>'\"&"
 
 
 def test_pages_come_from_autoescaping_templates_that_show_every_text_as_text(
-    node: LocalNode, home: Paths, ready: Scripts, site: Site
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, site: Site
 ) -> None:
     """The pages are Jinja templates with autoescape on: a clone's words (its question, its
     options, its reason, its progress) reach the page as text, never as markup, and redacted."""
@@ -255,11 +255,11 @@ def test_pages_come_from_autoescaping_templates_that_show_every_text_as_text(
 
     assert TEMPLATES.autoescape is True
     assert str(TEMPLATES.from_string("{{ x }}").render(x=HOSTILE)).startswith("&lt;script&gt;")
-    clone = node.start("acme/app#1")
+    clone = sc_node.start("acme/app#1")
     question = Question(
         id="q1", text=f"which {HOSTILE}", options=(HOSTILE, "plain"), recommended="plain"
     )
-    folder = RunFolder(home.clones_dir / clone.id)
+    folder = RunFolder(sc_home.clones_dir / clone.id)
     folder.write_record(
         Record(id=clone.id, state=State.WAITING, question=question, reason=f"why {HOSTILE}")
     )
@@ -289,12 +289,12 @@ def test_pages_allow_no_inline_script_and_serve_their_own(site: Site) -> None:
 
 
 def test_no_text_from_a_link_reaches_the_owners_page(
-    node: LocalNode, home: Paths, ready: Scripts, site: Site
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, site: Site
 ) -> None:
     """A link anyone can send the owner (`?error=`, `?said=`, a clone id in the path) puts
     none of its words on the page: what an action says is kept in the session, shown once."""
-    ready.set("acme/app#1", Script(play=Play.HANG))
-    clone = node.start("acme/app#1")
+    sc_ready.set("acme/app#1", Script(play=Play.HANG))
+    clone = sc_node.start("acme/app#1")
     lure = "Your token leaked: paste it at evil.example to revoke it"
     with site.logged_in() as browser:
         for path in ("/", f"/clones/{clone.id}"):
@@ -308,4 +308,4 @@ def test_no_text_from_a_link_reaches_the_owners_page(
         sent = browser.post(f"/clones/{clone.id}/send", data={"csrf": csrf, "text": "hi"})
         assert sent.headers["location"] == f"/clones/{clone.id}"
         assert "sent" in browser.get(f"/clones/{clone.id}", params={"said": lure}).text
-        node.stop(clone.id)
+        sc_node.stop(clone.id)

@@ -11,9 +11,9 @@ from shadowclone.dashboard.server import make_server
 from shadowclone_testing.web import free_port, running
 
 
-def test_a_request_for_a_name_the_dashboard_does_not_serve_is_refused(home: Paths) -> None:
-    set_value(home, "dashboard.url", '"https://dash.example.net:8765/"')
-    config, paths = load_config(home)
+def test_a_request_for_a_name_the_dashboard_does_not_serve_is_refused(sc_home: Paths) -> None:
+    set_value(sc_home, "dashboard.url", '"https://dash.example.net:8765/"')
+    config, paths = load_config(sc_home)
     port = free_port()
     with running(make_server(config, paths, "127.0.0.1", port)) as url:
         for name in (

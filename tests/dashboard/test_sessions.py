@@ -81,7 +81,7 @@ def test_a_session_ends_when_idle_and_when_too_old(site: Site) -> None:
         assert busy.get("/").status_code == 401  # however busy, too old
 
 
-def test_logging_out_ends_the_session_and_its_streams(node: LocalNode, site: Site) -> None:
+def test_logging_out_ends_the_session_and_its_streams(sc_node: LocalNode, site: Site) -> None:
     with site.logged_in() as browser, browser.stream("GET", "/events") as events:
         lines = events.iter_lines()
         assert next(line for line in lines if line.startswith("data:"))

@@ -16,15 +16,15 @@ MISSING = "shadowclone-no-such-image:0"
 
 
 def test_setup_says_how_to_get_a_missing_image(
-    client: docker.DockerClient, cli: Callable[..., CliResult], home: Paths
+    client: docker.DockerClient, sc_cli: Callable[..., CliResult], sc_home: Paths
 ) -> None:
     assert not client.images.list(name=MISSING)
-    set_value(home, "launcher", '"docker"')
-    set_value(home, "image", f'"{MISSING}"')
-    descriptor = os.open(home.secrets_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    set_value(sc_home, "launcher", '"docker"')
+    set_value(sc_home, "image", f'"{MISSING}"')
+    descriptor = os.open(sc_home.secrets_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         handle.write('github_token = "ghp_x"\n')
-    result = cli("setup", "you/app")
+    result = sc_cli("setup", "you/app")
     assert result.code == 1, result.out + result.err
     assert [line.split()[1] for line in result.out.splitlines() if line.startswith("FAIL")] == [
         "launcher"
@@ -38,16 +38,16 @@ def test_setup_says_how_to_get_a_missing_image(
 
 
 def test_setup_with_a_missing_image_of_its_own_says_how_to_get_it(
-    client: docker.DockerClient, cli: Callable[..., CliResult], home: Paths, image: str
+    client: docker.DockerClient, sc_cli: Callable[..., CliResult], sc_home: Paths, image: str
 ) -> None:
     """The config's image is there, the repository's own (--image) is not: the check clone
     cannot start, and says how to get that image."""
-    set_value(home, "launcher", '"docker"')
-    set_value(home, "image", f'"{image}"')
-    descriptor = os.open(home.secrets_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    set_value(sc_home, "launcher", '"docker"')
+    set_value(sc_home, "image", f'"{image}"')
+    descriptor = os.open(sc_home.secrets_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         handle.write('github_token = "ghp_x"\n')
-    result = cli("setup", "you/app", "--image", MISSING)
+    result = sc_cli("setup", "you/app", "--image", MISSING)
     assert result.code == 1, result.out + result.err
     words = " ".join(result.out.split())
     assert "ok launcher docker can run clones" in words
@@ -56,6 +56,6 @@ def test_setup_with_a_missing_image_of_its_own_says_how_to_get_it(
         f"with `shadowclone image build`, or `docker pull {MISSING}`"
     ) in words
     assert "Traceback" not in result.err
-    assert read_setup(home, "you/app") is None
+    assert read_setup(sc_home, "you/app") is None
     assert "Traceback" not in result.err
-    assert read_setup(home, "you/app") is None
+    assert read_setup(sc_home, "you/app") is None

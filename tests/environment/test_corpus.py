@@ -139,7 +139,7 @@ def test_the_default_configuration_is_chosen_among_several() -> None:
 
 @pytest.mark.parametrize(("case", "path"), CASES, ids=[f"{c.name}/{p}" for c, p in CASES])
 def test_the_stored_reading_is_the_pinned_clis(
-    case: Path, path: str, devcontainer_cli: Path
+    case: Path, path: str, sc_devcontainer_cli: Path
 ) -> None:
     name = case.name.partition("--")[2]
     try:

@@ -16,16 +16,16 @@ from shadowclone_testing.harness import set_up
 
 
 def test_claude_code_starts_a_clone_through_the_mcp_server(
-    home: Paths, engines_on_path: Path, tmp_path: Path
+    sc_home: Paths, sc_engines_on_path: Path, tmp_path: Path
 ) -> None:
-    set_up(home)
+    set_up(sc_home)
     server = {
         "mcpServers": {
             "shadowclone": {
                 "type": "stdio",
                 "command": sys.executable,
                 "args": ["-P", "-c", "from shadowclone.cli import entry; entry()", "mcp"],
-                "env": {"SHADOWCLONE_HOME": str(home.config_file.parent)},
+                "env": {"SHADOWCLONE_HOME": str(sc_home.config_file.parent)},
             }
         }
     }
@@ -36,7 +36,7 @@ def test_claude_code_starts_a_clone_through_the_mcp_server(
     with FakeModelServer(script) as models:
         done = subprocess.run(
             [
-                str(engines_on_path / "claude"),
+                str(sc_engines_on_path / "claude"),
                 "-p",
                 "Start a clone on acme/app#7.",
                 "--output-format",
@@ -66,7 +66,7 @@ def test_claude_code_starts_a_clone_through_the_mcp_server(
         )
         results = [r for request in models.requests for r in request.tool_results()]
     assert done.returncode == 0, done.stderr[-2000:]
-    [folder] = list(run_folders(home.clones_dir))
+    [folder] = list(run_folders(sc_home.clones_dir))
     request = folder.request()
     assert (request.target.key, request.instructions) == ("acme/app#7", "be brief")
     assert any(folder.id in result for result in results), results

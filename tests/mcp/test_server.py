@@ -78,7 +78,7 @@ def ask(home: Paths, clone_id: str) -> None:
     folder.append_progress(ProgressLine(Step.ENGINE, ProgressKind.QUESTION, question=question))
 
 
-async def test_the_tools_and_their_input_schemas(home: Paths, tmp_path: Path) -> None:
+async def test_the_tools_and_their_input_schemas(sc_home: Paths, tmp_path: Path) -> None:
     async with connected(tmp_path) as client:
         assert client.server_info is not None and client.server_info.name == "shadowclone"
         assert "`answer`" in (client.instructions or "")
@@ -148,30 +148,30 @@ async def test_the_tools_and_their_input_schemas(home: Paths, tmp_path: Path) ->
 
 
 async def test_start_list_get_send_stop_give_the_clis_json(
-    home: Paths, tmp_path: Path, cli: Cli
+    sc_home: Paths, tmp_path: Path, sc_cli: Cli
 ) -> None:
-    set_up(home)
-    home.secrets_file.write_text(f'[github]\ntoken = "{SECRET}"\n')
-    home.secrets_file.chmod(0o600)
+    set_up(sc_home)
+    sc_home.secrets_file.write_text(f'[github]\ntoken = "{SECRET}"\n')
+    sc_home.secrets_file.chmod(0o600)
     seen: list[str] = []
-    async with connected(tmp_path, [*AUDITED, str(home.secrets_file)]) as client:
+    async with connected(tmp_path, [*AUDITED, str(sc_home.secrets_file)]) as client:
         started = await call(
             client, "start", target="https://github.com/acme/app/issues/7", instructions="be brief"
         )
         clone_id = started["id"]
-        folder = RunFolder(home.clones_dir / clone_id)
+        folder = RunFolder(sc_home.clones_dir / clone_id)
         request = folder.request()
         assert (request.target.key, request.target.kind) == ("acme/app#7", "issue")
         assert (request.engine, request.instructions) == ("scripted", "be brief")
         assert (started["state"], started["target"]["number"]) == ("queued", 7)
 
         listed = await call(client, "list")
-        assert listed == {"clones": json.loads(cli("list", "--json").out), "problems": []}
+        assert listed == {"clones": json.loads(sc_cli("list", "--json").out), "problems": []}
         assert [c["id"] for c in listed["clones"]] == [clone_id]
 
         folder.append_progress(ProgressLine(Step.TARGET, ProgressKind.NOTE, "issue #7"))
         got = await call(client, "get", clone_id=clone_id[:9])
-        assert got == json.loads(cli("get", clone_id, "--json").out)
+        assert got == json.loads(sc_cli("get", clone_id, "--json").out)
         assert [p["text"] for p in got["last_progress"]] == ["issue #7"]
 
         sent = await call(client, "send", clone_id=clone_id, text="also update the docs")
@@ -192,12 +192,12 @@ async def test_start_list_get_send_stop_give_the_clis_json(
     assert seen and not [text for text in seen if SECRET in text]
 
 
-async def test_answer_an_open_question_once(home: Paths, tmp_path: Path, cli: Cli) -> None:
-    set_up(home)
+async def test_answer_an_open_question_once(sc_home: Paths, tmp_path: Path, sc_cli: Cli) -> None:
+    set_up(sc_home)
     async with connected(tmp_path) as client:
         clone_id = (await call(client, "start", target="acme/app#3"))["id"]
         assert (await call(client, "get", clone_id=clone_id))["question"] is None
-        ask(home, clone_id)
+        ask(sc_home, clone_id)
         got = await call(client, "get", clone_id=clone_id)
         assert got["state"] == "waiting"
         assert got["question"] == {
@@ -211,7 +211,7 @@ async def test_answer_an_open_question_once(home: Paths, tmp_path: Path, cli: Cl
         }
         line = await refused(
             client,
-            cli,
+            sc_cli,
             "answer",
             {"clone_id": clone_id, "question_id": "q1", "choice": "mysql"},
             *("answer", clone_id, "q1", "mysql"),
@@ -226,14 +226,14 @@ async def test_answer_an_open_question_once(home: Paths, tmp_path: Path, cli: Cl
             "sqlite",
             "q1",
         )
-        inbox, _, _ = RunFolder(home.clones_dir / clone_id).inbox()
+        inbox, _, _ = RunFolder(sc_home.clones_dir / clone_id).inbox()
         assert [(i.kind, i.question_id, i.text) for i in inbox] == [
             (InboxKind.ANSWER, "q1", "sqlite")
         ]
         assert (await call(client, "get", clone_id=clone_id))["question"] is None
         line = await refused(
             client,
-            cli,
+            sc_cli,
             "answer",
             {"clone_id": clone_id, "question_id": "q1", "choice": "postgres"},
             *("answer", clone_id, "q1", "postgres"),
@@ -241,7 +241,7 @@ async def test_answer_an_open_question_once(home: Paths, tmp_path: Path, cli: Cl
         assert line == "question q1 is already answered"
         line = await refused(
             client,
-            cli,
+            sc_cli,
             "answer",
             {"clone_id": clone_id, "question_id": "q7", "choice": "postgres"},
             *("answer", clone_id, "q7", "postgres"),
@@ -249,14 +249,18 @@ async def test_answer_an_open_question_once(home: Paths, tmp_path: Path, cli: Cl
         assert line == f"clone {clone_id} has no question 'q7' (its questions: q1)"
 
 
-async def test_start_refusals_are_the_clis_lines(home: Paths, tmp_path: Path, cli: Cli) -> None:
+async def test_start_refusals_are_the_clis_lines(
+    sc_home: Paths, tmp_path: Path, sc_cli: Cli
+) -> None:
     async with connected(tmp_path) as client:
-        line = await refused(client, cli, "start", {"target": "acme/app#1"}, "start", "acme/app#1")
+        line = await refused(
+            client, sc_cli, "start", {"target": "acme/app#1"}, "start", "acme/app#1"
+        )
         assert line == "acme/app is not set up on this machine; run `shadowclone setup acme/app`"
 
-        set_up(home)
+        set_up(sc_home)
         for target in ("acme/app", "https://github.com/acme/app", "acme/app#0"):
-            line = await refused(client, cli, "start", {"target": target}, "start", target)
+            line = await refused(client, sc_cli, "start", {"target": target}, "start", target)
             assert line == (
                 f"target {target!r}: expected owner/repo#N, or an issue or pull request URL"
             )
@@ -264,21 +268,25 @@ async def test_start_refusals_are_the_clis_lines(home: Paths, tmp_path: Path, cl
         first = (await call(client, "start", target="acme/app#1"))["id"]
         line = await refused(
             client,
-            cli,
+            sc_cli,
             "start",
             {"target": "https://github.com/acme/app/pull/1"},
             *("start", "https://github.com/acme/app/pull/1"),
         )
         assert line == f"acme/app#1 already has an active clone: {first} (queued)"
 
-        set_value(home, "daily_clones", "1")  # the running server reads it on the next call
-        line = await refused(client, cli, "start", {"target": "acme/app#2"}, "start", "acme/app#2")
+        set_value(sc_home, "daily_clones", "1")  # the running server reads it on the next call
+        line = await refused(
+            client, sc_cli, "start", {"target": "acme/app#2"}, "start", "acme/app#2"
+        )
         assert line == (
             "daily limit reached: 1 clones started in the last 24 hours (daily_clones = 1)"
         )
 
-        set_value(home, "version", "2")
-        line = await refused(client, cli, "start", {"target": "acme/app#2"}, "start", "acme/app#2")
+        set_value(sc_home, "version", "2")
+        line = await refused(
+            client, sc_cli, "start", {"target": "acme/app#2"}, "start", "acme/app#2"
+        )
         assert line.endswith("now at version 2; run `shadowclone setup acme/app` again")
 
         # An engine is a choice of the installed ones, checked by the tool's schema.
@@ -289,9 +297,9 @@ async def test_start_refusals_are_the_clis_lines(home: Paths, tmp_path: Path, cl
 
 
 async def test_unknown_and_ended_clones_are_the_clis_lines(
-    home: Paths, tmp_path: Path, cli: Cli
+    sc_home: Paths, tmp_path: Path, sc_cli: Cli
 ) -> None:
-    set_up(home)
+    set_up(sc_home)
     async with connected(tmp_path) as client:
         missing = "no clone 'nope'; `shadowclone list` shows the clones"
         for tool, arguments, argv in (
@@ -301,60 +309,62 @@ async def test_unknown_and_ended_clones_are_the_clis_lines(
             ("stop", {}, ()),
         ):
             line = await refused(
-                client, cli, tool, {"clone_id": "nope", **arguments}, tool, "nope", *argv
+                client, sc_cli, tool, {"clone_id": "nope", **arguments}, tool, "nope", *argv
             )
             assert line == missing
 
         clone_id = (await call(client, "start", target="acme/app#1"))["id"]
         line = await refused(
-            client, cli, "send", {"clone_id": clone_id, "text": "  "}, "send", clone_id, "  "
+            client, sc_cli, "send", {"clone_id": clone_id, "text": "  "}, "send", clone_id, "  "
         )
         assert line == "message: expected some text, got nothing"
-        RunFolder(home.clones_dir / clone_id).write_record(Record(id=clone_id, state=State.DONE))
+        RunFolder(sc_home.clones_dir / clone_id).write_record(Record(id=clone_id, state=State.DONE))
         line = await refused(
-            client, cli, "send", {"clone_id": clone_id, "text": "hi"}, "send", clone_id, "hi"
+            client, sc_cli, "send", {"clone_id": clone_id, "text": "hi"}, "send", clone_id, "hi"
         )
         assert line == f"clone {clone_id} is done; it takes no messages"
-        line = await refused(client, cli, "stop", {"clone_id": clone_id}, "stop", clone_id)
+        line = await refused(client, sc_cli, "stop", {"clone_id": clone_id}, "stop", clone_id)
         assert line == f"clone {clone_id} has already ended: done"
 
         broken = (await call(client, "start", target="acme/app#2"))["id"]
-        request_file = RunFolder(home.clones_dir / broken).request_file
+        request_file = RunFolder(sc_home.clones_dir / broken).request_file
         request_file.write_text("{not json")
         listed = await call(client, "list")
         [problem] = listed["problems"]
         assert problem.startswith(f"{request_file}: not valid JSON")
         assert [c["id"] for c in listed["clones"]] == [clone_id]
-        assert f"warning: {problem}\n" in cli("list").err
+        assert f"warning: {problem}\n" in sc_cli("list").err
 
 
-async def test_a_missing_config_is_the_clis_line(home: Paths, tmp_path: Path, cli: Cli) -> None:
-    home.config_file.unlink()
+async def test_a_missing_config_is_the_clis_line(
+    sc_home: Paths, tmp_path: Path, sc_cli: Cli
+) -> None:
+    sc_home.config_file.unlink()
     async with connected(tmp_path) as client:
-        line = await refused(client, cli, "list", {}, "list")
+        line = await refused(client, sc_cli, "list", {}, "list")
         assert line == (
-            f"{home.config_file}: no config file; run `shadowclone config init` to create one"
+            f"{sc_home.config_file}: no config file; run `shadowclone config init` to create one"
         )
 
 
-async def test_the_click_command_serves_the_same_tools(home: Paths, tmp_path: Path) -> None:
-    set_up(home)
+async def test_the_click_command_serves_the_same_tools(sc_home: Paths, tmp_path: Path) -> None:
+    set_up(sc_home)
     async with connected(tmp_path, COMMAND) as client:
         assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
         clone_id = (await call(client, "start", target="acme/app#5"))["id"]
         listed = await call(client, "list", limit=5)
     assert [c["id"] for c in listed["clones"]] == [clone_id]
-    assert (home.clones_dir / clone_id / "request.json").is_file()
+    assert (sc_home.clones_dir / clone_id / "request.json").is_file()
 
 
 async def test_hostile_run_folder_files_are_the_clis_lines(
-    home: Paths, tmp_path: Path, cli: Cli
+    sc_home: Paths, tmp_path: Path, sc_cli: Cli
 ) -> None:
     """Every oddity of the files others write, for each tool: the CLI's one line (or the
     CLI's data), never a crash of the server, and the healthy clone still shown."""
     from shadowclone_testing.hostile import ODDITIES, fill_run_folder, make_odd
 
-    set_up(home)
+    set_up(sc_home)
     outside = tmp_path / "outside"
     outside.mkdir()
     async with connected(tmp_path) as client:
@@ -362,10 +372,10 @@ async def test_hostile_run_folder_files_are_the_clis_lines(
         for number, oddity in enumerate(ODDITIES, start=2):
             for kind in ("request.json", "record.json", "progress.jsonl", "<run folder>"):
                 clone_id = (await call(client, "start", target=f"acme/app#{number}"))["id"]
-                fill_run_folder(RunFolder(home.clones_dir / clone_id), clone_id)
-                make_odd(home, clone_id, kind, oddity, outside)
+                fill_run_folder(RunFolder(sc_home.clones_dir / clone_id), clone_id)
+                make_odd(sc_home, clone_id, kind, oddity, outside)
                 result = await client.call_tool("get", {"clone_id": clone_id})
-                shown = cli("get", clone_id)
+                shown = sc_cli("get", clone_id)
                 if result.is_error:
                     assert shown.err == f"shadowclone: {text_of(result)}\n", (kind, oddity)
                 else:
@@ -375,17 +385,17 @@ async def test_hostile_run_folder_files_are_the_clis_lines(
                     assert not result.is_error or "\n" not in text_of(result), (kind, oddity)
                 # Free the target for the next oddity: the clone ends, whatever its files.
                 with contextlib.suppress(OSError):
-                    (home.active_dir / clone_id).unlink()
+                    (sc_home.active_dir / clone_id).unlink()
         assert (await call(client, "get", clone_id=healthy))["id"] == healthy
 
 
 async def test_follow_tells_each_line_and_returns_when_the_clone_asks_or_ends(
-    home: Paths, tmp_path: Path, cli: Cli
+    sc_home: Paths, tmp_path: Path, sc_cli: Cli
 ) -> None:
     """`follow` waits without polling by the assistant: each new progress line is a progress
     notification (a secret-shaped token in it is scrubbed), and the call returns the clone as
     soon as it asks a question, or at once when it has ended."""
-    set_up(home)
+    set_up(sc_home)
     told: list[str] = []
 
     async def progress(progress: float, total: float | None, message: str | None) -> None:
@@ -393,7 +403,7 @@ async def test_follow_tells_each_line_and_returns_when_the_clone_asks_or_ends(
 
     async with connected(tmp_path) as client:
         clone_id = (await call(client, "start", target="acme/app#3"))["id"]
-        folder = RunFolder(home.clones_dir / clone_id)
+        folder = RunFolder(sc_home.clones_dir / clone_id)
         folder.write_record(Record(id=clone_id, state=State.RUNNING))
 
         async def clone_works() -> None:
@@ -401,7 +411,7 @@ async def test_follow_tells_each_line_and_returns_when_the_clone_asks_or_ends(
                 await anyio.sleep(0.3)
                 folder.append_progress(ProgressLine(Step.ENGINE, ProgressKind.TEXT, text))
             await anyio.sleep(0.3)
-            ask(home, clone_id)
+            ask(sc_home, clone_id)
 
         async with anyio.create_task_group() as clone:
             clone.start_soon(clone_works)
@@ -423,7 +433,7 @@ async def test_follow_tells_each_line_and_returns_when_the_clone_asks_or_ends(
         quiet = (await call(client, "start", target="acme/app#4"))["id"]
         assert (await call(client, "follow", clone_id=quiet, timeout_s=0.5))["state"] == "queued"
 
-        line = await refused(client, cli, "follow", {"clone_id": "nope"}, "get", "nope")
+        line = await refused(client, sc_cli, "follow", {"clone_id": "nope"}, "get", "nope")
         assert line == "no clone 'nope'; `shadowclone list` shows the clones"
         too_long = await client.call_tool("follow", {"clone_id": quiet, "timeout_s": 7200})
         assert text_of(too_long) == "follow: timeout_s: Input should be less than or equal to 3600"

@@ -37,13 +37,15 @@ async def until(
 
 
 async def test_a_clone_started_by_the_assistant_asks_is_answered_and_ends_done(
-    home: Paths, tmp_path: Path
+    sc_home: Paths, tmp_path: Path
 ) -> None:
-    set_up(home)
+    set_up(sc_home)
     scripts = Scripts(tmp_path / "scripts.json", tmp_path / "starts.jsonl")
     scripts.set("acme/app#1", Script(play=Play.ASK, pr_url=PR))
     scripts.set("acme/app#2", Script(play=Play.ECHO))
-    serve = ServeProcess.start(home, "--stop-grace", "5", env={SCRIPTS_VARIABLE: str(scripts.path)})
+    serve = ServeProcess.start(
+        sc_home, "--stop-grace", "5", env={SCRIPTS_VARIABLE: str(scripts.path)}
+    )
     try:
         serve.wait_serving()
         async with connected(tmp_path) as client:

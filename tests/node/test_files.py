@@ -39,14 +39,14 @@ def test_the_tail_begins_at_the_first_whole_line_inside_the_limit(
 
 
 def test_get_on_a_progress_file_beyond_one_read_shows_its_latest_lines(
-    home: Paths, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+    sc_home: Paths, sc_cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The latest state, not the first lines: `get` reads a huge log from its end, and says in
     one line that it skipped the beginning."""
-    set_up(home)
-    started = cli("start", "acme/app#1", "--json")
+    set_up(sc_home)
+    started = sc_cli("start", "acme/app#1", "--json")
     clone_id = json.loads(started.out)["id"]
-    folder = RunFolder(home.clones_dir / clone_id)
+    folder = RunFolder(sc_home.clones_dir / clone_id)
     with folder.progress_file.open("w", encoding="utf-8") as handle:
         for number in range(2000):
             line = ProgressLine(Step.ENGINE, ProgressKind.TEXT, f"line {number}")
@@ -55,11 +55,11 @@ def test_get_on_a_progress_file_beyond_one_read_shows_its_latest_lines(
         handle.write(dumps(final).decode() + "\n")
     monkeypatch.setattr(files, "MAX_READ_BYTES", 20_000)  # a "huge" file, cheaply
 
-    shown = cli("get", clone_id, "-n", "3")
+    shown = sc_cli("get", clone_id, "-n", "3")
     assert shown.code == 0, shown.err
     assert "line 1998" in shown.out and "line 1999" in shown.out and "finished: done" in shown.out
     assert "line 0\n" not in shown.out
     [warning] = [row for row in shown.out.splitlines() if row.startswith("warning:")]
     assert "bytes were skipped" in warning and str(Path(folder.progress_file)) in warning
-    followed = cli("get", clone_id, "--follow", "-n", "2")  # the final line ends it at once
+    followed = sc_cli("get", clone_id, "--follow", "-n", "2")  # the final line ends it at once
     assert "line 1999" in followed.out and "line 0\n" not in followed.out

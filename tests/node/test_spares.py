@@ -28,54 +28,54 @@ def kind_of(node: LocalNode, target: str) -> str:
 
 
 def test_a_start_takes_a_spare_of_its_kind_and_leaves_the_others(
-    node: LocalNode, home: Paths
+    sc_node: LocalNode, sc_home: Paths
 ) -> None:
-    set_up(home)
-    set_up(home, repo="acme/other")
-    kind = kind_of(node, "acme/app#1")
-    assert kind_of(node, "ACME/App#2") == kind, "GitHub ignores letter case"
-    other = kind_of(node, "acme/other#1")
+    set_up(sc_home)
+    set_up(sc_home, repo="acme/other")
+    kind = kind_of(sc_node, "acme/app#1")
+    assert kind_of(sc_node, "ACME/App#2") == kind, "GitHub ignores letter case"
+    other = kind_of(sc_node, "acme/other#1")
     assert other != kind
-    mine = spares.make_spare(home.clones_dir, kind)
-    theirs = spares.make_spare(home.clones_dir, other)
+    mine = spares.make_spare(sc_home.clones_dir, kind)
+    theirs = spares.make_spare(sc_home.clones_dir, other)
     identity = os.stat(mine).st_ino
 
-    view = node.start("acme/app#3")
+    view = sc_node.start("acme/app#3")
 
-    folder = home.clones_dir / view.id
+    folder = sc_home.clones_dir / view.id
     assert os.stat(folder).st_ino == identity, "the spare is the run folder"
     assert not mine.exists()
     assert RunFolder(folder).request().target.key == "acme/app#3"
-    assert list(spares.waiting(home.clones_dir)) == [theirs]
-    assert node.get(view.id).id == view.id
-    assert next(v.id for v in node.list(include_all=True).clones) == view.id
-    assert all(not f.path.name.startswith(".") for f in run_folders(home.clones_dir))
+    assert list(spares.waiting(sc_home.clones_dir)) == [theirs]
+    assert sc_node.get(view.id).id == view.id
+    assert next(v.id for v in sc_node.list(include_all=True).clones) == view.id
+    assert all(not f.path.name.startswith(".") for f in run_folders(sc_home.clones_dir))
     # With no spare left of its kind, a start makes its folder as always.
-    second = node.start("acme/app#4")
-    assert os.stat(home.clones_dir / second.id).st_ino != identity
-    assert list(spares.waiting(home.clones_dir)) == [theirs]
+    second = sc_node.start("acme/app#4")
+    assert os.stat(sc_home.clones_dir / second.id).st_ino != identity
+    assert list(spares.waiting(sc_home.clones_dir)) == [theirs]
 
 
 def test_a_clone_whose_image_is_made_for_its_repository_takes_no_spare(
-    node: LocalNode, home: Paths
+    sc_node: LocalNode, sc_home: Paths
 ) -> None:
-    set_up(home, environment=".devcontainer/devcontainer.json")
-    clone_id = node.start("acme/app#1").id
-    assert spare_kind(RunFolder(home.clones_dir / clone_id).request()) is None
+    set_up(sc_home, environment=".devcontainer/devcontainer.json")
+    clone_id = sc_node.start("acme/app#1").id
+    assert spare_kind(RunFolder(sc_home.clones_dir / clone_id).request()) is None
 
 
-def test_a_spare_given_up_is_never_taken(node: LocalNode, home: Paths) -> None:
-    set_up(home)
-    kind = kind_of(node, "acme/app#1")
-    spare = spares.make_spare(home.clones_dir, kind)
+def test_a_spare_given_up_is_never_taken(sc_node: LocalNode, sc_home: Paths) -> None:
+    set_up(sc_home)
+    kind = kind_of(sc_node, "acme/app#1")
+    spare = spares.make_spare(sc_home.clones_dir, kind)
     hidden = spares.give_up(spare)
     assert hidden is not None and hidden.is_dir()
     assert spares.give_up(spare) is None
-    view = node.start("acme/app#2")
-    assert os.stat(home.clones_dir / view.id).st_ino != os.stat(hidden).st_ino
-    assert list(spares.given_up(home.clones_dir)) == [hidden]
+    view = sc_node.start("acme/app#2")
+    assert os.stat(sc_home.clones_dir / view.id).st_ino != os.stat(hidden).st_ino
+    assert list(spares.given_up(sc_home.clones_dir)) == [hidden]
     spares.forget(hidden)
-    assert list(spares.given_up(home.clones_dir)) == []
+    assert list(spares.given_up(sc_home.clones_dir)) == []
 
 
 def _start(home: str, number: int, barrier: object, results: object) -> None:
@@ -147,37 +147,37 @@ def test_starts_racing_serve_giving_up_take_each_spare_once_or_not_at_all(
             assert RunFolder(paths.clones_dir / clone_id).request().id == clone_id
 
 
-def test_only_serves_spare_folders_are_taken(node: LocalNode, home: Paths) -> None:
+def test_only_serves_spare_folders_are_taken(sc_node: LocalNode, sc_home: Paths) -> None:
     """A link, a file, a hidden or oddly named entry in the spares folder is never a run
     folder: the start makes its own."""
-    set_up(home)
-    kind = kind_of(node, "acme/app#1")
-    place = spares.spares_dir(home.clones_dir)
+    set_up(sc_home)
+    kind = kind_of(sc_node, "acme/app#1")
+    place = spares.spares_dir(sc_home.clones_dir)
     place.mkdir()
-    elsewhere = home.clones_dir.parent / "elsewhere"
+    elsewhere = sc_home.clones_dir.parent / "elsewhere"
     elsewhere.mkdir()
     (place / f"{kind}.00000001").symlink_to(elsewhere)
     (place / f"{kind}.00000002").write_text("a file")
     (place / f".{kind}.00000003").mkdir()
     (place / f"{kind}.not-hex").mkdir()
     (place / f"{kind}").mkdir()
-    assert list(spares.waiting(home.clones_dir)) == []
-    view = node.start("acme/app#2")
-    folder = home.clones_dir / view.id
+    assert list(spares.waiting(sc_home.clones_dir)) == []
+    view = sc_node.start("acme/app#2")
+    folder = sc_home.clones_dir / view.id
     assert folder.is_dir() and not folder.is_symlink()
     assert list(elsewhere.iterdir()) == []
 
 
-def test_a_spare_never_replaces_a_folder_that_is_not_empty(home: Paths) -> None:
+def test_a_spare_never_replaces_a_folder_that_is_not_empty(sc_home: Paths) -> None:
     kind = "0" * 16
-    spare = spares.make_spare(home.clones_dir, kind)
-    destination = home.clones_dir / "261204-000000-abcd"
+    spare = spares.make_spare(sc_home.clones_dir, kind)
+    destination = sc_home.clones_dir / "261204-000000-abcd"
     destination.mkdir()
     (destination / "request.json").write_text("{}")
-    assert not spares.take_spare(home.clones_dir, kind, destination)
+    assert not spares.take_spare(sc_home.clones_dir, kind, destination)
     assert (destination / "request.json").read_text() == "{}"
-    assert list(spares.waiting(home.clones_dir)) == [spare]
-    empty = home.clones_dir / "261204-000000-efgh"
+    assert list(spares.waiting(sc_home.clones_dir)) == [spare]
+    empty = sc_home.clones_dir / "261204-000000-efgh"
     empty.mkdir()
-    assert spares.take_spare(home.clones_dir, kind, empty)
-    assert list(spares.waiting(home.clones_dir)) == []
+    assert spares.take_spare(sc_home.clones_dir, kind, empty)
+    assert list(spares.waiting(sc_home.clones_dir)) == []

@@ -103,23 +103,23 @@ def configured(node: LocalNode, **keys: str) -> LocalNode:
 
 
 def test_a_question_and_the_end_reach_the_webhook_signed(
-    node: LocalNode, home: Paths, ready: Scripts, receiver: Receiver
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, receiver: Receiver
 ) -> None:
-    node = configured(
-        node,
+    sc_node = configured(
+        sc_node,
         notify__use='["webhook"]',
         notify__webhook__url=json.dumps(receiver.url + "/hook"),
         dashboard__url='"https://dash.example.net"',
     )
-    ready.set("acme/app#1", Script(play=Play.ASK))
-    clone = node.start("acme/app#1")
-    with serving(node, QUICK):
+    sc_ready.set("acme/app#1", Script(play=Play.ASK))
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node, QUICK):
         wait_until(lambda: "question" in receiver.events(), "the question's notification")
-        node.answer(clone.id, "q1", "right")
-        wait_state(home, clone.id, State.DONE)
+        sc_node.answer(clone.id, "q1", "right")
+        wait_state(sc_home, clone.id, State.DONE)
         wait_until(lambda: "done" in receiver.events(), "the end's notification")
     assert receiver.events() == ["question", "done"]
-    key = (home.config_file.parent / "notify" / "webhook" / "webhook.key").read_bytes().strip()
+    key = (sc_home.config_file.parent / "notify" / "webhook" / "webhook.key").read_bytes().strip()
     for path, headers, body in receiver.posts:
         assert path == "/hook"
         expected = "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
@@ -128,7 +128,7 @@ def test_a_question_and_the_end_reach_the_webhook_signed(
     assert (question["clone_id"], question["target"]) == (clone.id, "acme/app#1")
     assert question["question_id"] == "q1" and question["options"]
     assert question["url"] == f"https://dash.example.net/clones/{clone.id}"
-    token, _ = load_token(home, create=False)
+    token, _ = load_token(sc_home, create=False)
     nonces = set()
     for option, url in question["answer_urls"].items():
         assert url.startswith(f"https://dash.example.net/answer/{clone.id}/q1?")
@@ -142,21 +142,21 @@ def test_a_question_and_the_end_reach_the_webhook_signed(
 
 
 def test_ntfy_gets_the_question_with_an_answer_button_per_option(
-    node: LocalNode, home: Paths, ready: Scripts, receiver: Receiver
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, receiver: Receiver
 ) -> None:
-    node = configured(
-        node,
+    sc_node = configured(
+        sc_node,
         notify__use='["ntfy"]',
         notify__events='["question"]',
         notify__ntfy__url=json.dumps(receiver.url + "/my-topic"),
         dashboard__serve="true",
     )
-    ready.set("acme/app#1", Script(play=Play.ASK))
-    clone = node.start("acme/app#1")
-    with serving(node, QUICK):
+    sc_ready.set("acme/app#1", Script(play=Play.ASK))
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node, QUICK):
         wait_until(receiver.bodies, "the question on the topic")
-        node.answer(clone.id, "q1", "left")
-        wait_state(home, clone.id, State.DONE)
+        sc_node.answer(clone.id, "q1", "left")
+        wait_state(sc_home, clone.id, State.DONE)
     [message] = receiver.bodies()  # only the events the config names
     assert receiver.posts[0][0] == "/"
     assert message["topic"] == "my-topic" and message["tags"] == ["question"]
@@ -168,23 +168,23 @@ def test_ntfy_gets_the_question_with_an_answer_button_per_option(
 
 
 def test_a_failing_notifier_is_tried_again_and_never_disturbs_serve(
-    node: LocalNode, home: Paths, ready: Scripts, receiver: Receiver
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, receiver: Receiver
 ) -> None:
     receiver.status = 500
-    node = configured(
-        node,
+    sc_node = configured(
+        sc_node,
         notify__use='["webhook", "desktop-of-nobody"]',  # one broken, one unknown
         notify__webhook__url=json.dumps(receiver.url),
     )
-    ready.default = Script(play=Play.FINISH, steps=1)
-    ready.save()
-    ids = [node.start(f"acme/app#{n}").id for n in (1, 2, 3)]
-    with serving(node, QUICK):
+    sc_ready.default = Script(play=Play.FINISH, steps=1)
+    sc_ready.save()
+    ids = [sc_node.start(f"acme/app#{n}").id for n in (1, 2, 3)]
+    with serving(sc_node, QUICK):
         for clone_id in ids:
-            wait_state(home, clone_id, State.DONE)
+            wait_state(sc_home, clone_id, State.DONE)
         # Each ending: the first try and two more (QUICK's backoff), then given up.
         wait_until(lambda: len(receiver.posts) == 9, "three tries of each notification")
-    log = home.clones_dir.joinpath("serve.log").read_text()
+    log = sc_home.clones_dir.joinpath("serve.log").read_text()
     assert "notifier desktop-of-nobody is left out" in log
     assert "notifier webhook gave up" in log
 
@@ -267,37 +267,37 @@ def test_each_change_of_a_record_is_told_once_and_only_when_it_is_news(
         assert event is None
 
 
-def test_an_unknown_event_in_the_config_is_one_line(home: Paths, cli: Any) -> None:
-    set_value_error = cli("config", "set", "notify.events", '["questions"]')
+def test_an_unknown_event_in_the_config_is_one_line(sc_home: Paths, sc_cli: Any) -> None:
+    set_value_error = sc_cli("config", "set", "notify.events", '["questions"]')
     assert set_value_error.code != 0
     assert "notify.events: unknown event 'questions'" in set_value_error.err
     assert "Traceback" not in set_value_error.err
 
 
 def test_a_question_answered_from_its_ntfy_button_reaches_the_clone(
-    node: LocalNode, home: Paths, ready: Scripts, receiver: Receiver
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, receiver: Receiver
 ) -> None:
     """serve runs the dashboard too; the ntfy message's button, pressed as the ntfy app
     does (a POST of its URL), answers the question through it, and the clone goes on."""
     port = free_port()
-    node = configured(
-        node,
+    sc_node = configured(
+        sc_node,
         notify__use='["ntfy"]',
         notify__ntfy__url=json.dumps(receiver.url + "/topic"),
         dashboard__serve="true",
         dashboard__port=str(port),
     )
-    ready.set("acme/app#1", Script(play=Play.ASK))
-    clone = node.start("acme/app#1")
-    with serving(node, QUICK):
+    sc_ready.set("acme/app#1", Script(play=Play.ASK))
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node, QUICK):
         [message] = wait_until(receiver.bodies, "the question on the topic")
         button = next(a for a in message["actions"] if a["label"] == "left")
         assert button["url"].startswith(f"http://127.0.0.1:{port}/answer/{clone.id}/q1?")
         pressed = httpx2.post(button["url"], timeout=10)
         assert pressed.status_code == 200, pressed.text
-        record = wait_state(home, clone.id, State.DONE)
+        record = wait_state(sc_home, clone.id, State.DONE)
     assert record.report == "answered left"
-    progress, _, _ = RunFolder(home.clones_dir / clone.id).progress()
+    progress, _, _ = RunFolder(sc_home.clones_dir / clone.id).progress()
     [answer] = [line.answer for line in progress if line.answer is not None]
     assert answer.via is Via.NOTIFICATION
 
@@ -308,14 +308,14 @@ class Unlaunchable(FakeLauncher):
 
 
 def test_a_clone_serve_cannot_launch_is_told_as_such(
-    node: LocalNode, home: Paths, ready: Scripts, receiver: Receiver
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, receiver: Receiver
 ) -> None:
-    node = configured(
-        node, notify__use='["webhook"]', notify__webhook__url=json.dumps(receiver.url)
+    sc_node = configured(
+        sc_node, notify__use='["webhook"]', notify__webhook__url=json.dumps(receiver.url)
     )
-    clone = node.start("acme/app#1")
-    with serving(node, QUICK, launcher=Unlaunchable(default_state_dir())):
-        wait_state(home, clone.id, State.FAILED)
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node, QUICK, launcher=Unlaunchable(default_state_dir())):
+        wait_state(sc_home, clone.id, State.FAILED)
         wait_until(receiver.bodies, "the notification")
     [told] = receiver.bodies()
     assert told["event"] == "launch-failed"
@@ -323,9 +323,9 @@ def test_a_clone_serve_cannot_launch_is_told_as_such(
 
 
 def test_the_desktop_notifier_runs_notify_send(
-    node: LocalNode,
-    home: Paths,
-    ready: Scripts,
+    sc_node: LocalNode,
+    sc_home: Paths,
+    sc_ready: Scripts,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -336,11 +336,11 @@ def test_the_desktop_notifier_runs_notify_send(
     stand_in.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {kept}\n')
     stand_in.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    node = configured(node, notify__use='["desktop"]')
-    ready.set("acme/app#1", Script(play=Play.FINISH, steps=1))
-    clone = node.start("acme/app#1")
-    with serving(node, QUICK):
-        wait_state(home, clone.id, State.DONE)
+    sc_node = configured(sc_node, notify__use='["desktop"]')
+    sc_ready.set("acme/app#1", Script(play=Play.FINISH, steps=1))
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node, QUICK):
+        wait_state(sc_home, clone.id, State.DONE)
         wait_until(kept.exists, "notify-send to run")
     args = kept.read_text().splitlines()
     assert "--app-name=shadowclone" in args and "acme/app#1 done" in args
@@ -348,20 +348,20 @@ def test_the_desktop_notifier_runs_notify_send(
 
 
 def test_a_pause_at_a_cap_and_a_schedule_are_told_as_such(
-    node: LocalNode, home: Paths, ready: Scripts, receiver: Receiver
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, receiver: Receiver
 ) -> None:
     """What a running clone writes (here as the run program writes it) reaches the webhook
     as the event it is: a cap's question is a pause, a usage limit a schedule."""
-    node = configured(
-        node, notify__use='["webhook"]', notify__webhook__url=json.dumps(receiver.url)
+    sc_node = configured(
+        sc_node, notify__use='["webhook"]', notify__webhook__url=json.dumps(receiver.url)
     )
-    ready.set("acme/app#1", Script(play=Play.HANG))
-    clone = node.start("acme/app#1")
-    folder = RunFolder(home.clones_dir / clone.id)
+    sc_ready.set("acme/app#1", Script(play=Play.HANG))
+    clone = sc_node.start("acme/app#1")
+    folder = RunFolder(sc_home.clones_dir / clone.id)
     cap = Question("q7", "The clone reached its time cap.", ("raise", "finish"), "finish", cap=True)
     until = datetime.now(UTC) + timedelta(hours=2)
-    with serving(node, QUICK):
-        wait_state(home, clone.id, State.RUNNING)
+    with serving(sc_node, QUICK):
+        wait_state(sc_home, clone.id, State.RUNNING)
         folder.append_progress(
             ProgressLine(Step.ENGINE, ProgressKind.QUESTION, cap.text, question=cap)
         )
@@ -373,8 +373,8 @@ def test_a_pause_at_a_cap_and_a_schedule_are_told_as_such(
             ProgressLine(Step.ENGINE, ProgressKind.SCHEDULED, "usage limit", until=until)
         )
         wait_until(lambda: "scheduled" in receiver.events(), "the schedule's notification")
-        node.stop(clone.id)
-        wait_state(home, clone.id, State.STOPPED)
+        sc_node.stop(clone.id)
+        wait_state(sc_home, clone.id, State.STOPPED)
         wait_until(lambda: "stopped" in receiver.events(), "the stop's notification")
     assert receiver.events() == ["paused", "scheduled", "stopped"]
     paused, scheduled, _ = receiver.bodies()
@@ -408,13 +408,13 @@ def shadowclone_notifiers():
 
 
 def test_a_notifier_whose_factory_raises_anything_is_left_out_and_the_others_work(
-    node: LocalNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+    sc_node: LocalNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
     (tmp_path / "mod_notifiers.py").write_text(BROKEN_NOTIFIER)
     monkeypatch.syspath_prepend(str(tmp_path))
-    node = configured(node, notify__use='["broken", "kept"]')
+    sc_node = configured(sc_node, notify__use='["broken", "kept"]')
     registry = load_registry(builtins=("mod_notifiers",), entry_points=())
-    dispatcher = make_dispatcher(node.config, node.paths, registry, (0.01,))
+    dispatcher = make_dispatcher(sc_node.config, sc_node.paths, registry, (0.01,))
     assert dispatcher is not None
     try:
         assert "notifier broken is left out: this plugin's factory is broken" in caplog.text

@@ -62,7 +62,7 @@ def test_a_plugins_command_is_listed_and_runs(site: Path) -> None:
     assert (ran.code, ran.out, ran.err) == (0, "hello octo\n", "")
 
 
-@pytest.mark.usefixtures("home")
+@pytest.mark.usefixtures("sc_home")
 def test_a_built_in_name_is_never_taken(site: Path) -> None:
     listed = shadowclone(site, "list")
     assert listed.code == 0, listed.err

@@ -196,6 +196,7 @@ def test_the_guides_example_is_the_example_plugin_as_it_is() -> None:
     expected = {
         "pyproject.toml",
         "src/shadowclone_example/__init__.py",
+        "tests/conftest.py",
         "tests/test_local_launcher.py",
         "tests/test_example_agent.py",
     }

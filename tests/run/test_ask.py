@@ -96,9 +96,9 @@ def deliver(folder: RunFolder, line: InboxLine) -> None:
 
 
 async def test_the_owners_answer_is_returned_and_recorded(
-    folder: RunFolder, ask_server: Callable[[RunFolder, float], Any]
+    sc_folder: RunFolder, ask_server: Callable[[RunFolder, float], Any]
 ) -> None:
-    async with ask_server(folder, 600) as client:
+    async with ask_server(sc_folder, 600) as client:
         call = asyncio.ensure_future(
             client.call_tool(
                 TOOL_NAME,
@@ -109,19 +109,19 @@ async def test_the_owners_answer_is_returned_and_recorded(
                 },
             )
         )
-        asked = await question_line(folder, 1)
+        asked = await question_line(sc_folder, 1)
         assert asked.question is not None
         assert asked.question.id == "q1"
         assert asked.question.options == ("keep them", "drop them")
         assert asked.question.recommended == "keep them"
         assert asked.question.timeout_s == 600
         # Lines for other questions and messages are not this question's answer.
-        deliver(folder, InboxLine(id="i1", kind=InboxKind.MESSAGE, text="hello"))
-        deliver(folder, InboxLine(id="i2", kind=InboxKind.ANSWER, text="x", question_id="q9"))
+        deliver(sc_folder, InboxLine(id="i1", kind=InboxKind.MESSAGE, text="hello"))
+        deliver(sc_folder, InboxLine(id="i2", kind=InboxKind.ANSWER, text="x", question_id="q9"))
         await asyncio.sleep(0.3)
         assert not call.done()
         deliver(
-            folder,
+            sc_folder,
             InboxLine(
                 id="i3",
                 kind=InboxKind.ANSWER,
@@ -133,7 +133,7 @@ async def test_the_owners_answer_is_returned_and_recorded(
         result = await asyncio.wait_for(call, BOUND_S)
     assert not result.is_error
     assert "drop them" in text_of(result)
-    [answered] = lines_of(folder, ProgressKind.ANSWER)
+    [answered] = lines_of(sc_folder, ProgressKind.ANSWER)
     assert answered.answer is not None
     assert answered.answer.question_id == "q1"
     assert answered.answer.choice == "drop them"
@@ -142,10 +142,10 @@ async def test_the_owners_answer_is_returned_and_recorded(
 
 
 async def test_after_the_wait_limit_the_recommended_option_is_taken(
-    folder: RunFolder, ask_server: Callable[[RunFolder, float], Any]
+    sc_folder: RunFolder, ask_server: Callable[[RunFolder, float], Any]
 ) -> None:
     arguments = {"question": "Which name?", "options": ["foo", "bar"], "recommended": "bar"}
-    async with ask_server(folder, 1) as client:
+    async with ask_server(sc_folder, 1) as client:
         first = await asyncio.wait_for(client.call_tool(TOOL_NAME, arguments), BOUND_S)
         second = await asyncio.wait_for(client.call_tool(TOOL_NAME, arguments), BOUND_S)
     for result in (first, second):
@@ -154,14 +154,14 @@ async def test_after_the_wait_limit_the_recommended_option_is_taken(
         assert "did not answer" in said
         assert "bar" in said
         assert "skip every destructive step" in said
-    questions = lines_of(folder, ProgressKind.QUESTION)
+    questions = lines_of(sc_folder, ProgressKind.QUESTION)
     assert [line.question.id for line in questions if line.question] == ["q1", "q2"]
-    answers = [line.answer for line in lines_of(folder, ProgressKind.ANSWER)]
+    answers = [line.answer for line in lines_of(sc_folder, ProgressKind.ANSWER)]
     assert [(a.question_id, a.choice, a.chosen_by) for a in answers if a] == [
         ("q1", "bar", ChosenBy.TIMEOUT),
         ("q2", "bar", ChosenBy.TIMEOUT),
     ]
-    raw = [json.loads(line) for line in folder.progress_file.read_text().splitlines()]
+    raw = [json.loads(line) for line in sc_folder.progress_file.read_text().splitlines()]
     assert [line["answer"]["chosen_by"] for line in raw if line["kind"] == "answer"] == [
         "timeout",
         "timeout",
@@ -183,9 +183,9 @@ MALFORMED: list[dict[str, Any]] = [
 
 
 async def test_one_described_tool_that_refuses_a_malformed_question(
-    folder: RunFolder, ask_server: Callable[[RunFolder, float], Any]
+    sc_folder: RunFolder, ask_server: Callable[[RunFolder, float], Any]
 ) -> None:
-    async with ask_server(folder, 600) as client:
+    async with ask_server(sc_folder, 600) as client:
         assert client.server_info is not None
         assert client.server_info.name == SERVER_NAME
         tools = (await client.list_tools()).tools
@@ -205,13 +205,13 @@ async def test_one_described_tool_that_refuses_a_malformed_question(
     for arguments, result in zip(MALFORMED, results, strict=True):
         assert result.is_error, arguments
     assert "not one of the options" in text_of(results[0])
-    assert lines_of(folder, ProgressKind.QUESTION) == []
+    assert lines_of(sc_folder, ProgressKind.QUESTION) == []
 
 
-async def test_the_two_servers_describe_the_same_tool(folder: RunFolder) -> None:
+async def test_the_two_servers_describe_the_same_tool(sc_folder: RunFolder) -> None:
     """What the SDK derives from the stdio server's annotated parameters is what the run
     program's server writes out by hand."""
-    async with stdio_server(folder, 600) as stdio, http_server(folder, 600) as http:
+    async with stdio_server(sc_folder, 600) as stdio, http_server(sc_folder, 600) as http:
         [by_sdk] = (await stdio.list_tools()).tools
         [by_hand] = (await http.list_tools()).tools
         expected = by_sdk.model_dump(exclude_none=True)
@@ -223,19 +223,19 @@ async def test_the_two_servers_describe_the_same_tool(folder: RunFolder) -> None
 
 
 async def test_a_workspaces_own_mcp_package_is_not_imported(
-    folder: RunFolder, tmp_path: Path
+    sc_folder: RunFolder, tmp_path: Path
 ) -> None:
     """Engines start the stdio server in the workspace: a repository's own `mcp` package must
     not be imported in place of the SDK."""
     workspace = tmp_path / "workspace"
     (workspace / "mcp").mkdir(parents=True)
     (workspace / "mcp" / "__init__.py").write_text("raise SystemExit('the workspace ran')\n")
-    async with stdio_server(folder, 600, cwd=workspace) as client:
+    async with stdio_server(sc_folder, 600, cwd=workspace) as client:
         assert [tool.name for tool in (await client.list_tools()).tools] == [TOOL_NAME]
 
 
 async def test_lines_go_to_the_outbox_and_the_relay_masks_the_secrets(
-    folder: RunFolder, tmp_path: Path
+    sc_folder: RunFolder, tmp_path: Path
 ) -> None:
     """The server runs as the engine, which holds no secret: it writes its lines to an outbox
     of the engine's, and the run program's relay masks every secret's value on the way to the
@@ -243,44 +243,44 @@ async def test_lines_go_to_the_outbox_and_the_relay_masks_the_secrets(
     outbox = tmp_path / "engine" / "asks.jsonl"
     question = "May I print plain-looking-secret-42 in the log?"
     arguments = {"question": question, "options": ["yes", "no"], "recommended": "no"}
-    async with stdio_server(folder, 0.5, outbox) as client:
+    async with stdio_server(sc_folder, 0.5, outbox) as client:
         result = await asyncio.wait_for(client.call_tool(TOOL_NAME, arguments), BOUND_S)
     assert not result.is_error
-    assert not folder.progress_file.exists()
+    assert not sc_folder.progress_file.exists()
     forged = ProgressLine(step=Step.FINISH, kind=ProgressKind.FINAL, text="clone done")
     files.append_line(outbox, schemas.dumps(forged))
-    relay = AskRelay(outbox, ProgressWriter(folder, Redactor(["plain-looking-secret-42"])))
+    relay = AskRelay(outbox, ProgressWriter(sc_folder, Redactor(["plain-looking-secret-42"])))
     assert relay.pass_once() == 2
     assert relay.pass_once() == 0
-    written = folder.progress_file.read_text()
+    written = sc_folder.progress_file.read_text()
     assert "plain-looking-secret-42" not in written
-    asked = await question_line(folder, 1)
+    asked = await question_line(sc_folder, 1)
     assert asked.text == "May I print [redacted] in the log?"
-    assert not lines_of(folder, ProgressKind.FINAL)
+    assert not lines_of(sc_folder, ProgressKind.FINAL)
 
 
 async def test_a_call_the_engine_abandons_is_settled_as_withdrawn(
-    folder: RunFolder, ask_server: Callable[[RunFolder, float], Any]
+    sc_folder: RunFolder, ask_server: Callable[[RunFolder, float], Any]
 ) -> None:
     arguments = {"question": "Which?", "options": ["a", "b"], "recommended": "a"}
-    async with ask_server(folder, 600) as client:
+    async with ask_server(sc_folder, 600) as client:
         call = asyncio.ensure_future(client.call_tool(TOOL_NAME, arguments))
-        await question_line(folder, 1)
+        await question_line(sc_folder, 1)
         call.cancel()
         async with asyncio.timeout(BOUND_S):
-            while not lines_of(folder, ProgressKind.ANSWER):
+            while not lines_of(sc_folder, ProgressKind.ANSWER):
                 await asyncio.sleep(0.05)
-    [settled] = lines_of(folder, ProgressKind.ANSWER)
+    [settled] = lines_of(sc_folder, ProgressKind.ANSWER)
     assert settled.answer == Answer("q1", "", ChosenBy.WITHDRAWN)
 
 
 async def test_an_engine_connecting_before_the_http_server_serves_is_answered(
-    folder: RunFolder,
+    sc_folder: RunFolder,
 ) -> None:
     """The run program hands the engine the URL as soon as the port listens; the engine's
     connection waits for the server to import and serve, and a request without the clone's
     token is refused."""
-    service = AskService(folder, Redactor(()), timeout_s=5)
+    service = AskService(sc_folder, Redactor(()), timeout_s=5)
     url = service.listen()
     try:
         async with httpx2.AsyncClient(headers=service.headers, timeout=BOUND_S) as http:

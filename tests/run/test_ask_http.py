@@ -51,9 +51,9 @@ def message_of(response: httpx2.Response) -> Any:
     return response.json()
 
 
-async def test_the_door(folder: RunFolder) -> None:
+async def test_the_door(sc_folder: RunFolder) -> None:
     async with (
-        served(folder) as service,
+        served(sc_folder) as service,
         httpx2.AsyncClient(timeout=BOUND_S) as http,
     ):
         ping = rpc("ping")
@@ -75,9 +75,9 @@ async def test_the_door(folder: RunFolder) -> None:
         assert answer.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
 
 
-async def test_json_rpc_edges(folder: RunFolder) -> None:
+async def test_json_rpc_edges(sc_folder: RunFolder) -> None:
     async with (
-        served(folder) as service,
+        served(sc_folder) as service,
         httpx2.AsyncClient(headers={**service.headers, **ACCEPT}, timeout=BOUND_S) as http,
     ):
 
@@ -139,12 +139,12 @@ async def test_json_rpc_edges(folder: RunFolder) -> None:
     )
 )
 async def test_any_body_gets_an_answer_and_the_server_stays_up(
-    folder: RunFolder, body: bytes
+    sc_folder: RunFolder, body: bytes
 ) -> None:
     """No body ends the server or asks the owner anything malformed; a tools/call whose
     arguments are no question is refused as a tool error, never a question line."""
     async with (
-        served(folder) as service,
+        served(sc_folder) as service,
         httpx2.AsyncClient(headers={**service.headers, **ACCEPT}, timeout=BOUND_S) as http,
     ):
         answer = await http.post(service.url, content=body)
@@ -154,14 +154,14 @@ async def test_any_body_gets_an_answer_and_the_server_stays_up(
             assert ("result" in message) != ("error" in message)
         after = await http.post(service.url, json=rpc("ping", ident="after"))
         assert message_of(after) == {"jsonrpc": "2.0", "id": "after", "result": {}}
-    lines, problems, _ = folder.progress()
+    lines, problems, _ = sc_folder.progress()
     assert problems == []
     assert [line for line in lines if line.kind is ProgressKind.QUESTION] == []
 
 
-async def test_closing_the_server_withdraws_a_waiting_question(folder: RunFolder) -> None:
+async def test_closing_the_server_withdraws_a_waiting_question(sc_folder: RunFolder) -> None:
     question = {"question": "Which?", "options": ["a", "b"], "recommended": "a"}
-    async with served(folder) as service, httpx2.AsyncClient(timeout=BOUND_S) as http:
+    async with served(sc_folder) as service, httpx2.AsyncClient(timeout=BOUND_S) as http:
         call = asyncio.create_task(
             http.post(
                 service.url,
@@ -170,18 +170,18 @@ async def test_closing_the_server_withdraws_a_waiting_question(folder: RunFolder
             )
         )
         async with asyncio.timeout(BOUND_S):
-            while not folder.progress()[0]:
+            while not sc_folder.progress()[0]:
                 await asyncio.sleep(0.02)
         await service.close()
         with pytest.raises(httpx2.HTTPError):
             await call
-    answers = [line.answer for line in folder.progress()[0] if line.kind is ProgressKind.ANSWER]
+    answers = [line.answer for line in sc_folder.progress()[0] if line.kind is ProgressKind.ANSWER]
     assert answers == [Answer("q1", "", ChosenBy.WITHDRAWN)]
 
 
-async def test_a_client_that_hangs_up_withdraws_its_question(folder: RunFolder) -> None:
+async def test_a_client_that_hangs_up_withdraws_its_question(sc_folder: RunFolder) -> None:
     question = {"question": "Which?", "options": ["a", "b"], "recommended": "a"}
-    async with served(folder) as service:
+    async with served(sc_folder) as service:
         host, port = service.url.split("//")[1].split("/")[0].split(":")
         reader, writer = await asyncio.open_connection(host, int(port))
         body = json.dumps(rpc("tools/call", name=TOOL_NAME, arguments=question)).encode()
@@ -193,12 +193,14 @@ async def test_a_client_that_hangs_up_withdraws_its_question(folder: RunFolder) 
         )
         await writer.drain()
         async with asyncio.timeout(BOUND_S):
-            while not folder.progress()[0]:
+            while not sc_folder.progress()[0]:
                 await asyncio.sleep(0.02)
         writer.close()
         async with asyncio.timeout(BOUND_S):
-            while not [line for line in folder.progress()[0] if line.kind is ProgressKind.ANSWER]:
+            while not [
+                line for line in sc_folder.progress()[0] if line.kind is ProgressKind.ANSWER
+            ]:
                 await asyncio.sleep(0.02)
         del reader
-    answers = [line.answer for line in folder.progress()[0] if line.kind is ProgressKind.ANSWER]
+    answers = [line.answer for line in sc_folder.progress()[0] if line.kind is ProgressKind.ANSWER]
     assert answers == [Answer("q1", "", ChosenBy.WITHDRAWN)]

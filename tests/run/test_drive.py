@@ -31,8 +31,8 @@ BOUND_S = 10.0
 
 
 @pytest.fixture
-def progress(folder: RunFolder) -> ProgressWriter:
-    return ProgressWriter(folder, lambda text: text.replace("s3cret", "***"))
+def progress(sc_folder: RunFolder) -> ProgressWriter:
+    return ProgressWriter(sc_folder, lambda text: text.replace("s3cret", "***"))
 
 
 class FakeSession:
@@ -112,7 +112,7 @@ def deliver(folder: RunFolder, line: InboxLine) -> None:
 
 
 async def test_a_turn_that_ends_closes_the_session_and_is_done(
-    folder: RunFolder, progress: ProgressWriter
+    sc_folder: RunFolder, progress: ProgressWriter
 ) -> None:
     session = FakeSession(
         TextEvent("looking at the s3cret code"),
@@ -125,7 +125,7 @@ async def test_a_turn_that_ends_closes_the_session_and_is_done(
     assert result == EngineResult(Outcome.DONE, "", "All done: fixed the bug.")
     assert session.closed
     assert not session.stopped
-    assert kinds(folder) == [
+    assert kinds(sc_folder) == [
         ProgressKind.TEXT,
         ProgressKind.TOOL,
         ProgressKind.USAGE,
@@ -133,14 +133,14 @@ async def test_a_turn_that_ends_closes_the_session_and_is_done(
         ProgressKind.NOTE,
         ProgressKind.NOTE,
     ]
-    written = lines(folder)
+    written = lines(sc_folder)
     assert written[0].text == "looking at the *** code"
     assert written[1].text == "Bash: ls"
     assert all(line.step.value == "engine" for line in written)
 
 
 async def test_a_message_mid_turn_is_delivered_once(
-    folder: RunFolder, progress: ProgressWriter
+    sc_folder: RunFolder, progress: ProgressWriter
 ) -> None:
     session = FakeSession(TextEvent("working"))
 
@@ -149,20 +149,20 @@ async def test_a_message_mid_turn_is_delivered_once(
 
     session.on_send = reply
     answer = InboxLine(id="a1", kind=InboxKind.ANSWER, text="yes", question_id="q1")
-    deliver(folder, answer)  # answers are the ask server's; the supervisor never sees them
-    deliver(folder, InboxLine(id="m1", kind=InboxKind.MESSAGE, text="also fix the docs"))
-    source = delivered(folder, {InboxKind.MESSAGE}, poll_s=0.1)
+    deliver(sc_folder, answer)  # answers are the ask server's; the supervisor never sees them
+    deliver(sc_folder, InboxLine(id="m1", kind=InboxKind.MESSAGE, text="also fix the docs"))
+    source = delivered(sc_folder, {InboxKind.MESSAGE}, poll_s=0.1)
     async with contextlib.aclosing(source) as messages:
         result = await supervise(session, progress, messages)
     assert session.sent == ["also fix the docs"]
     assert result.outcome is Outcome.DONE
     assert result.last_text == "got it: also fix the docs"
-    [message] = [line for line in lines(folder) if line.kind is ProgressKind.MESSAGE]
+    [message] = [line for line in lines(sc_folder) if line.kind is ProgressKind.MESSAGE]
     assert message.text == "also fix the docs"
 
 
 async def test_a_message_waiting_when_the_turn_ends_starts_the_next_turn(
-    folder: RunFolder, progress: ProgressWriter
+    sc_folder: RunFolder, progress: ProgressWriter
 ) -> None:
     session = FakeSession(TurnEndedEvent())
     session.on_send = lambda message: session.emit(
@@ -178,7 +178,7 @@ async def test_a_message_waiting_when_the_turn_ends_starts_the_next_turn(
     assert result == EngineResult(Outcome.DONE, "", "next turn: one more thing", taken=("m1",))
 
 
-async def test_a_stop_stops_the_session(folder: RunFolder, progress: ProgressWriter) -> None:
+async def test_a_stop_stops_the_session(sc_folder: RunFolder, progress: ProgressWriter) -> None:
     stop = asyncio.Event()
     session = FakeSession(TextEvent("working"))
     session.on_send = lambda _message: stop.set()
@@ -195,7 +195,9 @@ async def test_a_stop_stops_the_session(folder: RunFolder, progress: ProgressWri
     assert result.last_text == "still working"
 
 
-async def test_a_stop_before_anything_happens(folder: RunFolder, progress: ProgressWriter) -> None:
+async def test_a_stop_before_anything_happens(
+    sc_folder: RunFolder, progress: ProgressWriter
+) -> None:
     stop = asyncio.Event()
     stop.set()
     session = FakeSession()
@@ -204,18 +206,18 @@ async def test_a_stop_before_anything_happens(folder: RunFolder, progress: Progr
     assert session.stopped
 
 
-async def test_silence_is_a_stall(folder: RunFolder, progress: ProgressWriter) -> None:
+async def test_silence_is_a_stall(sc_folder: RunFolder, progress: ProgressWriter) -> None:
     session = FakeSession(TextEvent("thinking very hard"))
     result = await supervise(session, progress, stall_timeout_s=0.3)
     assert result.outcome is Outcome.STALLED
     assert "no word from the engine" in result.detail
     assert session.stopped
     assert result.last_text == "thinking very hard"
-    assert lines(folder)[-1].kind is ProgressKind.ERROR
+    assert lines(sc_folder)[-1].kind is ProgressKind.ERROR
 
 
 async def test_the_engine_dying_is_a_failure_with_its_output(
-    folder: RunFolder, progress: ProgressWriter
+    sc_folder: RunFolder, progress: ProgressWriter
 ) -> None:
     session = FakeSession(
         TextEvent("working"),
@@ -225,12 +227,12 @@ async def test_the_engine_dying_is_a_failure_with_its_output(
     assert result.outcome is Outcome.FAILED
     assert result.detail == "Traceback: segfault in s3cret module"
     assert not session.closed
-    error = lines(folder)[-1]
+    error = lines(sc_folder)[-1]
     assert error.kind is ProgressKind.ERROR
     assert error.text == "the engine failed: Traceback: segfault in *** module"
 
 
-async def test_a_broken_driver_is_a_failure(folder: RunFolder, progress: ProgressWriter) -> None:
+async def test_a_broken_driver_is_a_failure(sc_folder: RunFolder, progress: ProgressWriter) -> None:
     session = FakeSession(TextEvent("working"))
     session.emit(RuntimeError("the pipe broke"))
     result = await supervise(session, progress)
@@ -239,7 +241,7 @@ async def test_a_broken_driver_is_a_failure(folder: RunFolder, progress: Progres
     assert session.stopped
 
 
-async def test_a_failed_send_is_a_failure(folder: RunFolder, progress: ProgressWriter) -> None:
+async def test_a_failed_send_is_a_failure(sc_folder: RunFolder, progress: ProgressWriter) -> None:
     session = FakeSession(TextEvent("working"))
 
     def refuse(_message: str) -> None:
@@ -254,11 +256,11 @@ async def test_a_failed_send_is_a_failure(folder: RunFolder, progress: ProgressW
     result = await supervise(session, progress, one_message())
     assert result.outcome is Outcome.FAILED
     assert "stdin is closed" in result.detail
-    assert ProgressKind.MESSAGE not in kinds(folder)
+    assert ProgressKind.MESSAGE not in kinds(sc_folder)
 
 
 async def test_an_open_question_holds_the_stall_clock(
-    folder: RunFolder, progress: ProgressWriter
+    sc_folder: RunFolder, progress: ProgressWriter
 ) -> None:
     session = FakeSession(TextEvent("I need to ask"))
 
@@ -276,7 +278,7 @@ async def test_an_open_question_holds_the_stall_clock(
 
 
 async def test_the_stall_clock_runs_again_after_the_answer(
-    folder: RunFolder, progress: ProgressWriter
+    sc_folder: RunFolder, progress: ProgressWriter
 ) -> None:
     session = FakeSession(TextEvent("I need to ask"))
     asked = progress.question("keep the API?", ["keep", "drop"], "keep", timeout_s=60)
@@ -289,12 +291,12 @@ async def test_the_stall_clock_runs_again_after_the_answer(
     result = await supervise(session, progress, stall_timeout_s=0.3)
     await answering
     assert result.outcome is Outcome.STALLED
-    [answered] = [line for line in lines(folder) if line.kind is ProgressKind.ANSWER]
-    assert lines(folder)[-1].at > answered.at
+    [answered] = [line for line in lines(sc_folder) if line.kind is ProgressKind.ANSWER]
+    assert lines(sc_folder)[-1].at > answered.at
 
 
 async def test_a_broken_message_source_is_recorded_and_the_work_goes_on(
-    folder: RunFolder, progress: ProgressWriter
+    sc_folder: RunFolder, progress: ProgressWriter
 ) -> None:
     session = FakeSession(TextEvent("working"))
 
@@ -310,19 +312,19 @@ async def test_a_broken_message_source_is_recorded_and_the_work_goes_on(
     result = await supervise(session, progress, broken())
     await finishing
     assert result.outcome is Outcome.DONE
-    [error] = [line for line in lines(folder) if line.kind is ProgressKind.ERROR]
+    [error] = [line for line in lines(sc_folder) if line.kind is ProgressKind.ERROR]
     assert "messages can no longer reach the engine" in error.text
 
 
 async def test_cancelling_the_supervisor_stops_the_session(
-    folder: RunFolder, progress: ProgressWriter
+    sc_folder: RunFolder, progress: ProgressWriter
 ) -> None:
     session = FakeSession(TextEvent("working"))
     supervising = asyncio.ensure_future(
         supervise_engine(session, progress, None, asyncio.Event(), 60.0, check_s=0.05)
     )
     async with asyncio.timeout(BOUND_S):
-        while ProgressKind.TEXT not in kinds(folder):
+        while ProgressKind.TEXT not in kinds(sc_folder):
             await asyncio.sleep(0.02)
     supervising.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -331,7 +333,7 @@ async def test_cancelling_the_supervisor_stops_the_session(
 
 
 async def test_a_message_during_the_reviews_starts_a_new_turn_and_the_reviews_run_again(
-    folder: RunFolder, progress: ProgressWriter
+    sc_folder: RunFolder, progress: ProgressWriter
 ) -> None:
     """The session stays open while the last turn is reviewed: a message then is a new turn
     of the same session, and the session closes only once every accepted message was taken."""
@@ -385,7 +387,7 @@ async def test_a_message_during_the_reviews_starts_a_new_turn_and_the_reviews_ru
 
 
 async def test_the_reviews_follow_up_is_made_only_when_sent(
-    folder: RunFolder, progress: ProgressWriter
+    sc_folder: RunFolder, progress: ProgressWriter
 ) -> None:
     """The reviews' follow-up (failing checks) starts the next turn of the session; one whose
     reviews a message made stale is never made (a fix round counts only once sent)."""

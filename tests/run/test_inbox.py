@@ -28,55 +28,55 @@ def message(number: int) -> InboxLine:
     return InboxLine(id=f"m{number}", kind=InboxKind.MESSAGE, text=f"message {number}")
 
 
-async def test_yields_lines_already_there_then_new_ones_in_order(folder: RunFolder) -> None:
-    deliver(folder, message(1))
+async def test_yields_lines_already_there_then_new_ones_in_order(sc_folder: RunFolder) -> None:
+    deliver(sc_folder, message(1))
     # A slow poll: the second line can only arrive in time through the filesystem watcher.
-    async with contextlib.aclosing(delivered(folder, poll_s=60.0)) as lines:
+    async with contextlib.aclosing(delivered(sc_folder, poll_s=60.0)) as lines:
         first = await asyncio.wait_for(anext(lines), BOUND_S)
-        deliver(folder, message(2))
-        deliver(folder, message(3))
+        deliver(sc_folder, message(2))
+        deliver(sc_folder, message(3))
         second = await asyncio.wait_for(anext(lines), BOUND_S)
         third = await asyncio.wait_for(anext(lines), BOUND_S)
     assert [first.id, second.id, third.id] == ["m1", "m2", "m3"]
     assert third.text == "message 3"
 
 
-async def test_keeps_only_the_kinds_asked_for(folder: RunFolder) -> None:
+async def test_keeps_only_the_kinds_asked_for(sc_folder: RunFolder) -> None:
     answer = InboxLine(id="a1", kind=InboxKind.ANSWER, text="yes", question_id="q1")
-    deliver(folder, message(1))
-    deliver(folder, answer)
-    deliver(folder, message(2))
-    async with contextlib.aclosing(delivered(folder, {InboxKind.ANSWER}, poll_s=0.1)) as lines:
+    deliver(sc_folder, message(1))
+    deliver(sc_folder, answer)
+    deliver(sc_folder, message(2))
+    async with contextlib.aclosing(delivered(sc_folder, {InboxKind.ANSWER}, poll_s=0.1)) as lines:
         got = await asyncio.wait_for(anext(lines), BOUND_S)
         assert got == answer
-        deliver(folder, message(3))
-        deliver(folder, InboxLine(id="a2", kind=InboxKind.ANSWER, text="no", question_id="q2"))
+        deliver(sc_folder, message(3))
+        deliver(sc_folder, InboxLine(id="a2", kind=InboxKind.ANSWER, text="no", question_id="q2"))
         got = await asyncio.wait_for(anext(lines), BOUND_S)
         assert got.id == "a2"
 
 
 async def test_each_line_once_even_if_delivered_twice_and_skips_bad_lines(
-    folder: RunFolder,
+    sc_folder: RunFolder,
 ) -> None:
-    deliver(folder, message(1))
-    files.append_line(folder.deliveries_file, b'{"not": "an inbox line"}')
-    deliver(folder, message(1))
-    deliver(folder, message(2))
-    async with contextlib.aclosing(delivered(folder, poll_s=0.1)) as lines:
+    deliver(sc_folder, message(1))
+    files.append_line(sc_folder.deliveries_file, b'{"not": "an inbox line"}')
+    deliver(sc_folder, message(1))
+    deliver(sc_folder, message(2))
+    async with contextlib.aclosing(delivered(sc_folder, poll_s=0.1)) as lines:
         ids = [(await asyncio.wait_for(anext(lines), BOUND_S)).id for _ in range(2)]
         assert ids == ["m1", "m2"]
-        deliver(folder, message(3))
+        deliver(sc_folder, message(3))
         assert (await asyncio.wait_for(anext(lines), BOUND_S)).id == "m3"
 
 
-async def test_a_torn_line_waits_for_its_end(folder: RunFolder) -> None:
+async def test_a_torn_line_waits_for_its_end(sc_folder: RunFolder) -> None:
     whole = schemas.dumps(message(1))
-    folder.deliveries_file.write_bytes(whole[:10])
-    async with contextlib.aclosing(delivered(folder, poll_s=0.1)) as lines:
+    sc_folder.deliveries_file.write_bytes(whole[:10])
+    async with contextlib.aclosing(delivered(sc_folder, poll_s=0.1)) as lines:
         pending = asyncio.ensure_future(anext(lines))
         await asyncio.sleep(0.3)
         assert not pending.done()
-        with open(folder.deliveries_file, "ab") as handle:
+        with open(sc_folder.deliveries_file, "ab") as handle:
             handle.write(whole[10:] + b"\n")
         assert (await asyncio.wait_for(pending, BOUND_S)).id == "m1"
 
@@ -91,8 +91,8 @@ async def test_the_poll_reads_on_when_the_folder_cannot_be_watched(tmp_path: Pat
         assert (await asyncio.wait_for(pending, BOUND_S)).id == "m1"
 
 
-async def test_closing_the_reader_ends_its_watcher(folder: RunFolder) -> None:
-    lines = delivered(folder, poll_s=60.0)
+async def test_closing_the_reader_ends_its_watcher(sc_folder: RunFolder) -> None:
+    lines = delivered(sc_folder, poll_s=60.0)
     pending = asyncio.ensure_future(anext(lines))
     await asyncio.sleep(0.2)
     pending.cancel()
@@ -102,18 +102,18 @@ async def test_closing_the_reader_ends_its_watcher(folder: RunFolder) -> None:
     assert watchers == []
 
 
-async def test_wait_for_stop_returns_the_marker(folder: RunFolder) -> None:
-    waiting = asyncio.ensure_future(wait_for_stop(folder, poll_s=60.0))
+async def test_wait_for_stop_returns_the_marker(sc_folder: RunFolder) -> None:
+    waiting = asyncio.ensure_future(wait_for_stop(sc_folder, poll_s=60.0))
     await asyncio.sleep(0.2)
     assert not waiting.done()
-    folder.write_stop(StopMarker(reason="enough"))
+    sc_folder.write_stop(StopMarker(reason="enough"))
     marker = await asyncio.wait_for(waiting, BOUND_S)
     assert marker.reason == "enough"
 
 
-async def test_set_on_stop_sets_the_event(folder: RunFolder) -> None:
+async def test_set_on_stop_sets_the_event(sc_folder: RunFolder) -> None:
     stop = asyncio.Event()
-    watcher = asyncio.ensure_future(set_on_stop(folder, stop, poll_s=0.1))
-    folder.write_stop(StopMarker())
+    watcher = asyncio.ensure_future(set_on_stop(sc_folder, stop, poll_s=0.1))
+    sc_folder.write_stop(StopMarker())
     await asyncio.wait_for(stop.wait(), BOUND_S)
     await asyncio.wait_for(watcher, BOUND_S)

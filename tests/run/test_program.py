@@ -158,7 +158,7 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path, engines_on_path: Path) -> Iterator[World]:
+def world(tmp_path: Path, sc_engines_on_path: Path) -> Iterator[World]:
     with FakeGitHub(tmp_path / "github") as github:
         token = github.add_user("owner", name="The Owner", email="owner@example.com")
         stranger = github.add_user("stranger", name="A Stranger")

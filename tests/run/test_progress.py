@@ -14,8 +14,8 @@ def hide_secret(text: str) -> str:
     return text.replace("hunter2", "***")
 
 
-def test_every_string_of_every_line_passes_redaction(folder: RunFolder) -> None:
-    progress = ProgressWriter(folder, hide_secret)
+def test_every_string_of_every_line_passes_redaction(sc_folder: RunFolder) -> None:
+    progress = ProgressWriter(sc_folder, hide_secret)
     progress.note(Step.WORKSPACE, "cloned with hunter2")
     progress.text("the password is hunter2")
     progress.tool("Bash", "echo hunter2")
@@ -24,9 +24,9 @@ def test_every_string_of_every_line_passes_redaction(folder: RunFolder) -> None:
     asked = progress.question("hunter2 or not?", ["hunter2", "other"], "hunter2", 60)
     progress.answer(asked.id, "hunter2")
     progress.final(Outcome.DONE, "https://example.test/pr/1", "report: hunter2")
-    raw = folder.progress_file.read_text()
+    raw = sc_folder.progress_file.read_text()
     assert "hunter2" not in raw
-    lines, problems, _ = folder.progress()
+    lines, problems, _ = sc_folder.progress()
     assert problems == []
     assert [line.kind for line in lines] == [
         ProgressKind.NOTE,
@@ -55,9 +55,9 @@ def test_every_string_of_every_line_passes_redaction(folder: RunFolder) -> None:
     )
 
 
-def test_usage_lines_carry_the_numbers(folder: RunFolder) -> None:
-    ProgressWriter(folder, str).usage(1200, 300, 0.0125)
-    [line], _, _ = folder.progress()
+def test_usage_lines_carry_the_numbers(sc_folder: RunFolder) -> None:
+    ProgressWriter(sc_folder, str).usage(1200, 300, 0.0125)
+    [line], _, _ = sc_folder.progress()
     assert line.usage is not None
     assert (line.usage.input_tokens, line.usage.output_tokens, line.usage.cost_usd) == (
         1200,
@@ -66,8 +66,8 @@ def test_usage_lines_carry_the_numbers(folder: RunFolder) -> None:
     )
 
 
-def test_question_ids_are_unique_across_writers_of_one_folder(folder: RunFolder) -> None:
-    first, second = ProgressWriter(folder, str), ProgressWriter(folder, str)
+def test_question_ids_are_unique_across_writers_of_one_folder(sc_folder: RunFolder) -> None:
+    first, second = ProgressWriter(sc_folder, str), ProgressWriter(sc_folder, str)
     ids = [
         writer.question("which?", ["a", "b"], "a", 60).id
         for writer in (first, second, first, second)
@@ -75,9 +75,9 @@ def test_question_ids_are_unique_across_writers_of_one_folder(folder: RunFolder)
     assert ids == ["q1", "q2", "q3", "q4"]
 
 
-def test_open_questions_follow_questions_and_answers(folder: RunFolder) -> None:
-    progress = ProgressWriter(folder, str)
-    questions = OpenQuestions(folder)
+def test_open_questions_follow_questions_and_answers(sc_folder: RunFolder) -> None:
+    progress = ProgressWriter(sc_folder, str)
+    questions = OpenQuestions(sc_folder)
     assert not questions.refresh()
     assert questions.current() == []
     one = progress.question("one?", ["a", "b"], "a", 60)
@@ -94,10 +94,10 @@ def test_open_questions_follow_questions_and_answers(folder: RunFolder) -> None:
     assert questions.current() == []
 
 
-def test_a_question_past_its_wait_limit_no_longer_counts_as_open(folder: RunFolder) -> None:
-    progress = ProgressWriter(folder, str)
+def test_a_question_past_its_wait_limit_no_longer_counts_as_open(sc_folder: RunFolder) -> None:
+    progress = ProgressWriter(sc_folder, str)
     progress.question("one?", ["a", "b"], "a", timeout_s=60)
-    questions = OpenQuestions(folder, grace_s=30)
+    questions = OpenQuestions(sc_folder, grace_s=30)
     questions.refresh()
     assert len(questions.current()) == 1
     later = datetime.now(UTC) + timedelta(seconds=91)

@@ -108,12 +108,12 @@ def commands(a: str) -> st.SearchStrategy[tuple[str, ...]]:
 
 
 @pytest.fixture
-def arguments_home(home: Paths) -> tuple[Path, str]:
-    set_up(home)
-    node = local_node(home)
+def arguments_home(sc_home: Paths) -> tuple[Path, str]:
+    set_up(sc_home)
+    node = local_node(sc_home)
     a = node.start("acme/app#1").id
-    fill_run_folder(RunFolder(home.clones_dir / a), a)
-    return home.config_file.parent, a
+    fill_run_folder(RunFolder(sc_home.clones_dir / a), a)
+    return sc_home.config_file.parent, a
 
 
 @settings(

@@ -114,15 +114,15 @@ def attack_script(person: Owner, kit: Path) -> str:
     return exports + 'RUN="$(dirname "$PWD")"\n' + ATTACKS
 
 
-def test_a_hostile_engine_breaks_no_rule(owner: Owner, tmp_path: Path) -> None:
+def test_a_hostile_engine_breaks_no_rule(sc_owner: Owner, tmp_path: Path) -> None:
     kit = plant_kit(tmp_path / "kit")
-    main_before = owner.github.branch_sha("you/app", "main")
-    number = owner.github.create_issue("you/app", author="you", title="Do something")
-    script = attack_script(owner, kit)
-    owner.serving([Run(script), Say("All done.")])
-    clone_id = owner.start(f"you/app#{number}")
-    record = owner.wait(clone_id, State.DONE, State.FAILED)
-    folder = RunFolder(owner.home.clones_dir / clone_id)
+    main_before = sc_owner.github.branch_sha("you/app", "main")
+    number = sc_owner.github.create_issue("you/app", author="you", title="Do something")
+    script = attack_script(sc_owner, kit)
+    sc_owner.serving([Run(script), Say("All done.")])
+    clone_id = sc_owner.start(f"you/app#{number}")
+    record = sc_owner.wait(clone_id, State.DONE, State.FAILED)
+    folder = RunFolder(sc_owner.home.clones_dir / clone_id)
 
     assert not (folder.path / "engine").exists(), "the engine's home stays behind"
     results = (folder.path / "workspace" / ".git" / "attacks.log").read_text()
@@ -135,27 +135,27 @@ def test_a_hostile_engine_breaks_no_rule(owner: Owner, tmp_path: Path) -> None:
     assert ran_as_root == [], "the run program ran code the engine planted"
 
     assert record.state is State.DONE, record.report
-    assert owner.github.branch_sha("you/app", "main") == main_before
-    [pull] = owner.github.pull_requests("you/app")
+    assert sc_owner.github.branch_sha("you/app", "main") == main_before
+    [pull] = sc_owner.github.pull_requests("you/app")
     branch = f"shadowclone/{number}-do-something"
-    assert owner.github.read_file("you/app", branch, "planted.txt") == "planted\n"
-    pushes = [r for r in owner.github.requests() if r.path.endswith("git-receive-pack")]
+    assert sc_owner.github.read_file("you/app", branch, "planted.txt") == "planted\n"
+    pushes = [r for r in sc_owner.github.requests() if r.path.endswith("git-receive-pack")]
     assert pushes, "the clone's branch was pushed"
     for path in (folder.progress_file, folder.record_file):
         text = path.read_text()
-        assert SECRET not in text and owner.token not in text
+        assert SECRET not in text and sc_owner.token not in text
     assert pull.number
 
 
 def test_a_hostile_review_cannot_steer_the_phase_that_posts(
-    owner: Owner,
+    sc_owner: Owner,
     tmp_path: Path,
 ) -> None:
     """A stranger's pull request is reviewed in three launches; the engine of the middle one
     tries to rewrite what the last one (network on, token at hand) acts on."""
     kit = plant_kit(tmp_path / "kit")
-    set_up(owner.home, "you/app")
-    number = owner.github.create_pull_request(
+    set_up(sc_owner.home, "you/app")
+    number = sc_owner.github.create_pull_request(
         "you/app",
         author="stranger",
         branch="idea",
@@ -163,20 +163,20 @@ def test_a_hostile_review_cannot_steer_the_phase_that_posts(
         files={"x.py": "x\n"},
         fork=True,
     )
-    main_before = owner.github.branch_sha("you/app", "main")
-    script = attack_script(owner, kit)
-    owner.serving([Run(script), Say("Reviewed.")])
-    clone_id = owner.start(f"you/app#{number}")
-    done = owner.wait(clone_id, State.DONE, State.FAILED)
-    folder = RunFolder(owner.home.clones_dir / clone_id)
+    main_before = sc_owner.github.branch_sha("you/app", "main")
+    script = attack_script(sc_owner, kit)
+    sc_owner.serving([Run(script), Say("Reviewed.")])
+    clone_id = sc_owner.start(f"you/app#{number}")
+    done = sc_owner.wait(clone_id, State.DONE, State.FAILED)
+    folder = RunFolder(sc_owner.home.clones_dir / clone_id)
     assert not (folder.path / "engine").exists(), "the engine's home stays behind"
     results = (folder.path / "workspace" / ".git" / "attacks.log").read_text()
     assert "SUCCEEDED" not in results, results
     assert done.state is State.DONE, done.report
     assert done.handoffs == 2
-    assert owner.github.branch_sha("you/app", "main") == main_before
+    assert sc_owner.github.branch_sha("you/app", "main") == main_before
     assert [p.name for p in kit.iterdir() if p.name.endswith("-0")] == []
-    assert "Reviewed." in owner.github.issue("you/app", number).reviews[-1].body
-    pushes = [r for r in owner.github.requests() if "git-receive-pack" in r.path]
+    assert "Reviewed." in sc_owner.github.issue("you/app", number).reviews[-1].body
+    pushes = [r for r in sc_owner.github.requests() if "git-receive-pack" in r.path]
     assert pushes, "the engine's pushes were tried"
     assert all(r.status == 401 and r.user is None for r in pushes), pushes

@@ -70,15 +70,15 @@ def check_outcome(result: Outcome, args: tuple[str, ...]) -> None:
 
 
 @pytest.fixture
-def template(home: Paths, tmp_path: Path) -> tuple[Path, str, str]:
+def template(sc_home: Paths, tmp_path: Path) -> tuple[Path, str, str]:
     """A home with two clones, a (waiting, with a question) and b (queued): copied for each
     input, so each starts from the same files."""
-    set_up(home)
-    node = local_node(home)
+    set_up(sc_home)
+    node = local_node(sc_home)
     a = node.start("acme/app#1").id
     b = node.start("acme/app#2").id
-    fill_run_folder(RunFolder(home.clones_dir / a), a)
-    root = home.config_file.parent
+    fill_run_folder(RunFolder(sc_home.clones_dir / a), a)
+    root = sc_home.config_file.parent
     return root, a, b
 
 

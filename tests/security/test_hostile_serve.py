@@ -53,10 +53,10 @@ def broken_clone(node: LocalNode, number: int) -> str:
 
 
 def test_serve_skips_every_hostile_clone_and_runs_the_healthy_ones(
-    node: LocalNode, home: Paths, ready: Scripts, tmp_path: Path
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, tmp_path: Path
 ) -> None:
-    ready.default = Script(play=Play.FINISH, steps=1)
-    ready.save()
+    sc_ready.default = Script(play=Play.FINISH, steps=1)
+    sc_ready.save()
     outside = tmp_path / "outside"
     outside.mkdir()
     broken: dict[str, str] = {}
@@ -64,24 +64,24 @@ def test_serve_skips_every_hostile_clone_and_runs_the_healthy_ones(
     for kind in (*RUN_FOLDER_KINDS, "<run folder>", "<active marker>"):
         for oddity in ODDITIES:
             number += 1
-            clone_id = broken_clone(node, number)
-            make_odd(home, clone_id, kind, oddity, outside)
+            clone_id = broken_clone(sc_node, number)
+            make_odd(sc_home, clone_id, kind, oddity, outside)
             broken[clone_id] = f"{kind} {oddity}"
-    healthy = node.start("acme/app#1").id
+    healthy = sc_node.start("acme/app#1").id
     before = snapshot(outside)
-    with serving(node) as serve:
-        assert wait_state(home, healthy, State.DONE).outcome is not None
+    with serving(sc_node) as serve:
+        assert wait_state(sc_home, healthy, State.DONE).outcome is not None
         # A clone broken while serve follows it: serve goes on with the next one.
-        ready.set("acme/app#2", Script(play=Play.HANG))
-        running = node.start("acme/app#2").id
-        wait_state(home, running, State.RUNNING)
-        make_odd(home, running, "progress.jsonl", "fifo", outside)
-        later = node.start("acme/app#3").id
-        assert wait_state(home, later, State.DONE).outcome is not None
+        sc_ready.set("acme/app#2", Script(play=Play.HANG))
+        running = sc_node.start("acme/app#2").id
+        wait_state(sc_home, running, State.RUNNING)
+        make_odd(sc_home, running, "progress.jsonl", "fifo", outside)
+        later = sc_node.start("acme/app#3").id
+        assert wait_state(sc_home, later, State.DONE).outcome is not None
         log = wait_until(
             lambda: (
-                f"clone {running} is skipped" in home.serve_log.read_text()
-                and home.serve_log.read_text()
+                f"clone {running} is skipped" in sc_home.serve_log.read_text()
+                and sc_home.serve_log.read_text()
             ),
             "serve to report the clone it cannot follow",
         )
@@ -92,7 +92,7 @@ def test_serve_skips_every_hostile_clone_and_runs_the_healthy_ones(
         if what == "<run folder> folder":
             continue  # a folder with no request: a start that died, which the next start clears
         try:
-            record = RunFolder(home.clones_dir / clone_id).record()
+            record = RunFolder(sc_home.clones_dir / clone_id).record()
         except Exception:  # noqa: BLE001 - an unreadable record: serve must have said so
             record = None
         ended = record is not None and not record.state.active
@@ -143,13 +143,13 @@ class RememberingLauncher:
 
 
 @pytest.fixture
-def serve_template(home: Paths) -> tuple[Path, str, str]:
+def serve_template(sc_home: Paths) -> tuple[Path, str, str]:
     """A home with a broken-to-be clone and a healthy queued one (copied for each input)."""
-    set_up(home)
-    node = local_node(home)
+    set_up(sc_home)
+    node = local_node(sc_home)
     victim = broken_clone(node, 1)
     healthy = node.start("acme/app#2").id
-    return home.config_file.parent, victim, healthy
+    return sc_home.config_file.parent, victim, healthy
 
 
 @settings(

@@ -165,37 +165,37 @@ def everything_that_left(owner: Owner, clone_id: str, number: int) -> dict[str, 
 )
 @given(chosen=leaks, extra=extras)
 def test_no_secret_leaves_a_clone_in_any_form_or_split(
-    owner: Owner, chosen: list[tuple[str, str, str, int]], extra: str
+    sc_owner: Owner, chosen: list[tuple[str, str, str, int]], extra: str
 ) -> None:
-    write_secrets(owner, extra)
-    secrets = {"token": owner.token, "api_key": SECRET, "extra": extra, "refresh": REFRESH}
-    number = owner.github.create_issue("you/app", author="you", title="Leaky")
-    if owner.serve is not None:
-        owner.serve.end()
-    owner.serving(script_for(secrets, chosen))
-    clone_id = owner.start(f"you/app#{number}")
-    record = owner.wait(clone_id, State.DONE, State.FAILED)
-    for place, text in everything_that_left(owner, clone_id, number).items():
+    write_secrets(sc_owner, extra)
+    secrets = {"token": sc_owner.token, "api_key": SECRET, "extra": extra, "refresh": REFRESH}
+    number = sc_owner.github.create_issue("you/app", author="you", title="Leaky")
+    if sc_owner.serve is not None:
+        sc_owner.serve.end()
+    sc_owner.serving(script_for(secrets, chosen))
+    clone_id = sc_owner.start(f"you/app#{number}")
+    record = sc_owner.wait(clone_id, State.DONE, State.FAILED)
+    for place, text in everything_that_left(sc_owner, clone_id, number).items():
         for name, secret in secrets.items():
             assert not found_in(text, secret), f"{name} leaked into {place}: {chosen}"
     wrote = any(place in ("write", "commit-message") for _, _, place, _ in chosen)
     if wrote:
         assert record.pr_url is None
-        shown = owner.cli("get", clone_id, "-n", "500").out
+        shown = sc_owner.cli("get", clone_id, "-n", "500").out
         assert "push stopped: a secret is in" in shown
 
 
-def test_a_secret_in_a_committed_file_stops_the_push_unless_allowed(owner: Owner) -> None:
-    number = owner.github.create_issue("you/app", author="you", title="Config")
-    owner.serving([Write("config.env", f"ANTHROPIC_API_KEY={SECRET}\n"), Say("done")])
-    stopped = owner.start(f"you/app#{number}")
-    owner.wait(stopped, State.DONE, State.FAILED)
-    shown = owner.cli("get", stopped, "-n", "100").out
+def test_a_secret_in_a_committed_file_stops_the_push_unless_allowed(sc_owner: Owner) -> None:
+    number = sc_owner.github.create_issue("you/app", author="you", title="Config")
+    sc_owner.serving([Write("config.env", f"ANTHROPIC_API_KEY={SECRET}\n"), Say("done")])
+    stopped = sc_owner.start(f"you/app#{number}")
+    sc_owner.wait(stopped, State.DONE, State.FAILED)
+    shown = sc_owner.cli("get", stopped, "-n", "100").out
     assert "push stopped: a secret is in config.env" in shown
-    assert owner.github.branch_sha("you/app", "shadowclone/1-config") is None
-    allowed = owner.cli("start", f"you/app#{number}", "--allow-secrets", "--json")
+    assert sc_owner.github.branch_sha("you/app", "shadowclone/1-config") is None
+    allowed = sc_owner.cli("start", f"you/app#{number}", "--allow-secrets", "--json")
     assert allowed.code == 0, allowed.err
     clone_id = json.loads(allowed.out)["id"]
-    owner.wait(clone_id, State.DONE)
-    pushed = owner.github.read_file("you/app", "shadowclone/1-config", "config.env")
+    sc_owner.wait(clone_id, State.DONE)
+    pushed = sc_owner.github.read_file("you/app", "shadowclone/1-config", "config.env")
     assert pushed == f"ANTHROPIC_API_KEY={SECRET}\n"

@@ -35,31 +35,31 @@ def follow_process(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def test_start_and_get_say_serve_is_not_running(cli: Cli, home: Paths) -> None:
-    set_up(home)
-    started = cli("start", "acme/app#1")
+def test_start_and_get_say_serve_is_not_running(sc_cli: Cli, sc_home: Paths) -> None:
+    set_up(sc_home)
+    started = sc_cli("start", "acme/app#1")
     clone_id = started.out.split()[1]
     assert started.out.splitlines() == [
         f"queued {clone_id} on acme/app#1 with scripted",
         SERVE_DOWN,
         f"follow it: shadowclone get {clone_id} --follow",
     ]
-    assert f"waiting   for {SERVE_DOWN.removeprefix('waiting for ')}" in cli("get", clone_id).out
-    assert json.loads(cli("get", clone_id, "--json").out)["waiting_for"].startswith("serve, ")
-    cli("stop", clone_id)
-    assert json.loads(cli("get", clone_id, "--json").out)["waiting_for"] == ""
+    assert f"waiting   for {SERVE_DOWN.removeprefix('waiting for ')}" in sc_cli("get", clone_id).out
+    assert json.loads(sc_cli("get", clone_id, "--json").out)["waiting_for"].startswith("serve, ")
+    sc_cli("stop", clone_id)
+    assert json.loads(sc_cli("get", clone_id, "--json").out)["waiting_for"] == ""
 
 
 def test_follow_on_a_queued_clone_says_why_and_exit_status_tells_a_stop(
-    cli: Cli, home: Paths
+    sc_cli: Cli, sc_home: Paths
 ) -> None:
-    set_up(home)
-    clone_id = json.loads(cli("start", "acme/app#1", "--json").out)["id"]
+    set_up(sc_home)
+    clone_id = json.loads(sc_cli("start", "acme/app#1", "--json").out)["id"]
     follower = follow_process(clone_id, "--follow", "--exit-status")
     try:
         assert follower.stderr is not None
         assert follower.stderr.readline().rstrip("\n") == SERVE_DOWN
-        assert cli("stop", clone_id).code == 0
+        assert sc_cli("stop", clone_id).code == 0
         out, err = follower.communicate(timeout=60)
     finally:
         follower.kill()
@@ -68,44 +68,46 @@ def test_follow_on_a_queued_clone_says_why_and_exit_status_tells_a_stop(
 
 
 def test_get_says_a_queued_clone_waits_for_a_slot_while_serve_runs(
-    cli: Cli, home: Paths, scripts: Scripts
+    sc_cli: Cli, sc_home: Paths, sc_scripts: Scripts
 ) -> None:
-    set_up(home)
-    set_value(home, "parallel_clones", "1")
-    scripts.set("acme/app#1", Script(play=Play.HANG))
-    first = json.loads(cli("start", "acme/app#1", "--json").out)["id"]
-    second = json.loads(cli("start", "acme/app#2", "--json").out)["id"]
-    third = json.loads(cli("start", "acme/app#3", "--json").out)["id"]
-    process = ServeProcess.start(home, "--stop-grace", "1")
+    set_up(sc_home)
+    set_value(sc_home, "parallel_clones", "1")
+    sc_scripts.set("acme/app#1", Script(play=Play.HANG))
+    first = json.loads(sc_cli("start", "acme/app#1", "--json").out)["id"]
+    second = json.loads(sc_cli("start", "acme/app#2", "--json").out)["id"]
+    third = json.loads(sc_cli("start", "acme/app#3", "--json").out)["id"]
+    process = ServeProcess.start(sc_home, "--stop-grace", "1")
     try:
         process.wait_serving()
-        wait_state(home, first, State.RUNNING)
-        assert json.loads(cli("get", second, "--json").out)["waiting_for"] == (
+        wait_state(sc_home, first, State.RUNNING)
+        assert json.loads(sc_cli("get", second, "--json").out)["waiting_for"] == (
             "a slot: 1 clones running, parallel_clones = 1"
         )
-        assert json.loads(cli("get", third, "--json").out)["waiting_for"] == (
+        assert json.loads(sc_cli("get", third, "--json").out)["waiting_for"] == (
             "a slot: 1 clones running, parallel_clones = 1; 1 queued ahead of it"
         )
-        assert json.loads(cli("get", first, "--json").out)["waiting_for"] == ""
+        assert json.loads(sc_cli("get", first, "--json").out)["waiting_for"] == ""
         for clone_id in (second, third, first):
-            assert cli("stop", clone_id).code == 0
-        wait_state(home, first, State.STOPPED)
+            assert sc_cli("stop", clone_id).code == 0
+        wait_state(sc_home, first, State.STOPPED)
     finally:
         code = process.end()
     assert code == 0, process.output
-    assert lock.running(home) is None
+    assert lock.running(sc_home) is None
 
 
 def test_follow_json_is_json_lines_and_exit_status_is_0_for_done(
-    cli: Cli, home: Paths, scripts: Scripts
+    sc_cli: Cli, sc_home: Paths, sc_scripts: Scripts
 ) -> None:
-    set_up(home)
-    scripts.set("acme/app#1", Script(play=Play.FINISH, pr_url="https://github.com/acme/app/pull/2"))
-    clone_id = json.loads(cli("start", "acme/app#1", "--json").out)["id"]
+    set_up(sc_home)
+    sc_scripts.set(
+        "acme/app#1", Script(play=Play.FINISH, pr_url="https://github.com/acme/app/pull/2")
+    )
+    clone_id = json.loads(sc_cli("start", "acme/app#1", "--json").out)["id"]
     follower = follow_process(clone_id, "--follow", "--json", "--exit-status")
     assert follower.stderr is not None
     assert follower.stderr.readline().rstrip("\n") == SERVE_DOWN
-    process = ServeProcess.start(home)
+    process = ServeProcess.start(sc_home)
     try:
         out, err = follower.communicate(timeout=120)
     finally:
@@ -118,33 +120,33 @@ def test_follow_json_is_json_lines_and_exit_status_is_0_for_done(
     assert lines[-1]["kind"] == "final" and lines[-1]["pr_url"].endswith("/pull/2")
 
 
-def test_exit_status_without_follow_is_a_usage_error(cli: Cli, home: Paths) -> None:
-    set_up(home)
-    clone_id = json.loads(cli("start", "acme/app#1", "--json").out)["id"]
-    result = cli("get", clone_id, "--exit-status")
+def test_exit_status_without_follow_is_a_usage_error(sc_cli: Cli, sc_home: Paths) -> None:
+    set_up(sc_home)
+    clone_id = json.loads(sc_cli("start", "acme/app#1", "--json").out)["id"]
+    result = sc_cli("get", clone_id, "--exit-status")
     assert result.code == 2
     assert result.err.startswith("shadowclone get: --exit-status: only with --follow")
 
 
-def test_looking_for_serve_never_makes_a_starting_serve_refuse(home: Paths) -> None:
+def test_looking_for_serve_never_makes_a_starting_serve_refuse(sc_home: Paths) -> None:
     """`running` takes the lock for an instant; serves starting meanwhile wait, not refuse."""
-    node = local_node(home)
+    node = local_node(sc_home)
     seen: list[lock.RunningServe | None] = []
     done = threading.Event()
 
     def look() -> None:
         while not done.is_set():
-            seen.append(lock.running(home))
+            seen.append(lock.running(sc_home))
 
     looker = threading.Thread(target=look)
     looker.start()
     try:
         for _ in range(200):
             with lock.ServeLock(node.paths):
-                found = lock.running(home)  # flock: each open file its own, even in one process
+                found = lock.running(sc_home)  # flock: each open file its own, even in one process
                 assert found is not None and found.pid == os.getpid()
     finally:
         done.set()
         looker.join()
-    assert lock.running(home) is None
-    assert os.path.exists(home.serve_lock)
+    assert lock.running(sc_home) is None
+    assert os.path.exists(sc_home.serve_lock)

@@ -72,82 +72,82 @@ def serve_process(home: Paths) -> Iterator[ServeProcess]:
 
 
 def test_a_cap_and_parallel_clones_changed_while_serve_runs_take_effect_at_once(
-    home: Paths, scripts: Scripts, cli: Callable[..., CliResult]
+    sc_home: Paths, sc_scripts: Scripts, sc_cli: Callable[..., CliResult]
 ) -> None:
-    set_up(home)
-    set_value(home, "parallel_clones", "1")
-    scripts.set("acme/app#1", Script(play=Play.FINISH, steps=1, delay_s=0.01, cost_usd=0.5))
-    scripts.default = Script(play=Play.HANG)
-    scripts.save()
-    with serve_process(home):
-        spent = local_node(home).start("acme/app#1").id
-        wait_state(home, spent, State.DONE)
+    set_up(sc_home)
+    set_value(sc_home, "parallel_clones", "1")
+    sc_scripts.set("acme/app#1", Script(play=Play.FINISH, steps=1, delay_s=0.01, cost_usd=0.5))
+    sc_scripts.default = Script(play=Play.HANG)
+    sc_scripts.save()
+    with serve_process(sc_home):
+        spent = local_node(sc_home).start("acme/app#1").id
+        wait_state(sc_home, spent, State.DONE)
 
         # Lowered while serve runs: the next clone waits, as start and status say.
-        assert cli("config", "set", "limits.daily_cost_usd", "0.01").code == 0
-        held = cli("start", "acme/app#2")
+        assert sc_cli("config", "set", "limits.daily_cost_usd", "0.01").code == 0
+        held = sc_cli("start", "acme/app#2")
         assert held.code == 0, held.err
         assert "waiting for the daily cost cap" in held.out
-        capped = local_node(home).list().clones[0].id
-        stays_queued(home, capped, scripts)
-        assert waits_for(home, capped).startswith("the daily cost cap")
-        status = cli("status")
+        capped = local_node(sc_home).list().clones[0].id
+        stays_queued(sc_home, capped, sc_scripts)
+        assert waits_for(sc_home, capped).startswith("the daily cost cap")
+        status = sc_cli("status")
         assert "queued clones wait" in status.out
         assert f"{capped} waits for the daily cost cap" in status.out
 
         # Raised: it runs, with no restart.
-        assert cli("config", "set", "limits.daily_cost_usd", "5").code == 0
-        running_within(home, capped)
+        assert sc_cli("config", "set", "limits.daily_cost_usd", "5").code == 0
+        running_within(sc_home, capped)
 
         # One slot, taken: the next waits for it until parallel_clones grows.
-        second = local_node(home).start("acme/app#3").id
-        stays_queued(home, second, scripts)
-        assert waits_for(home, second).startswith("a slot")
-        assert cli("config", "set", "parallel_clones", "2").code == 0
-        running_within(home, second)
+        second = local_node(sc_home).start("acme/app#3").id
+        stays_queued(sc_home, second, sc_scripts)
+        assert waits_for(sc_home, second).startswith("a slot")
+        assert sc_cli("config", "set", "parallel_clones", "2").code == 0
+        running_within(sc_home, second)
 
         # Fewer again: a third waits while two run.
-        assert cli("config", "set", "parallel_clones", "1").code == 0
-        third = local_node(home).start("acme/app#4").id
-        stays_queued(home, third, scripts)
-        assert waits_for(home, third).startswith("a slot: 2 clones running, parallel_clones = 1")
+        assert sc_cli("config", "set", "parallel_clones", "1").code == 0
+        third = local_node(sc_home).start("acme/app#4").id
+        stays_queued(sc_home, third, sc_scripts)
+        assert waits_for(sc_home, third).startswith("a slot: 2 clones running, parallel_clones = 1")
         for clone_id in (capped, second, third):
-            assert cli("stop", clone_id).code == 0
+            assert sc_cli("stop", clone_id).code == 0
         for clone_id in (capped, second, third):
-            wait_state(home, clone_id, State.STOPPED)
-        log = home.serve_log.read_text(encoding="utf-8")
+            wait_state(sc_home, clone_id, State.STOPPED)
+        log = sc_home.serve_log.read_text(encoding="utf-8")
         assert "config: applied" in log and "limits.daily_cost_usd None -> 0.01" in log
 
 
 def test_a_broken_config_leaves_the_last_good_one_in_force_and_says_so(
-    home: Paths, scripts: Scripts, cli: Callable[..., CliResult]
+    sc_home: Paths, sc_scripts: Scripts, sc_cli: Callable[..., CliResult]
 ) -> None:
-    set_up(home)
-    set_value(home, "parallel_clones", "1")
-    scripts.default = Script(play=Play.HANG)
-    scripts.save()
-    with serve_process(home):
-        first = local_node(home).start("acme/app#1").id
-        wait_state(home, first, State.RUNNING)
-        second = local_node(home).start("acme/app#2").id
-        good = home.config_file.read_text(encoding="utf-8")
+    set_up(sc_home)
+    set_value(sc_home, "parallel_clones", "1")
+    sc_scripts.default = Script(play=Play.HANG)
+    sc_scripts.save()
+    with serve_process(sc_home):
+        first = local_node(sc_home).start("acme/app#1").id
+        wait_state(sc_home, first, State.RUNNING)
+        second = local_node(sc_home).start("acme/app#2").id
+        good = sc_home.config_file.read_text(encoding="utf-8")
         # Two slots, but a value that does not load with them: none of it is applied.
         broken = good.replace("parallel_clones = 1", "parallel_clones = 2").replace(
             "daily_clones = 1000", "daily_clones = 'many'"
         )
         assert "daily_clones = 'many'" in broken
-        home.config_file.write_text(broken, encoding="utf-8")
-        problem = f"{home.config_file}: daily_clones: expected an integer, got 'many'"
+        sc_home.config_file.write_text(broken, encoding="utf-8")
+        problem = f"{sc_home.config_file}: daily_clones: expected an integer, got 'many'"
 
         def said_in_log() -> bool:
-            return problem in home.serve_log.read_text(encoding="utf-8")
+            return problem in sc_home.serve_log.read_text(encoding="utf-8")
 
         wait_until(said_in_log, "serve's log to name the broken config", APPLIED_WITHIN_S)
-        line = next(x for x in home.serve_log.read_text().splitlines() if problem in x)
+        line = next(x for x in sc_home.serve_log.read_text().splitlines() if problem in x)
         assert "serve keeps the last good config" in line and "in force" in line
-        stays_queued(home, second, scripts)
+        stays_queued(sc_home, second, sc_scripts)
 
-        status = cli("status")
+        status = sc_cli("status")
         assert status.code == 1
         (config_line,) = [x for x in status.out.splitlines() if problem in x]
         assert config_line.startswith("FAIL config")
@@ -155,16 +155,16 @@ def test_a_broken_config_leaves_the_last_good_one_in_force_and_says_so(
         # The rest is what serve applies: the last good config's one slot.
         assert "parallel_clones = 1" in status.out
         assert f"{second} waits for a slot: 1 clones running, parallel_clones = 1" in status.out
-        refused = cli("get", second)
+        refused = sc_cli("get", second)
         assert refused.code == 2
         assert problem in refused.err and "keeps the last good config" in refused.err
 
-        home.config_file.write_text(good.replace("parallel_clones = 1", "parallel_clones = 2"))
-        running_within(home, second)
-        assert cli("status").out.count("FAIL config") == 0
+        sc_home.config_file.write_text(good.replace("parallel_clones = 1", "parallel_clones = 2"))
+        running_within(sc_home, second)
+        assert sc_cli("status").out.count("FAIL config") == 0
         for clone_id in (first, second):
-            assert cli("stop", clone_id).code == 0
-            wait_state(home, clone_id, State.STOPPED)
+            assert sc_cli("stop", clone_id).code == 0
+            wait_state(sc_home, clone_id, State.STOPPED)
 
 
 @attrs.frozen

@@ -35,38 +35,38 @@ def notes(paths: Paths, clone_id: str) -> list[str]:
 
 
 def test_each_phase_is_launched_on_the_network_it_asks_for(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.set("acme/app#1", PHASES)
-    clone = node.start("acme/app#1")
+    sc_ready.set("acme/app#1", PHASES)
+    clone = sc_node.start("acme/app#1")
     launcher = NetworkLog()
-    with serving(node, launcher=launcher):
-        record = wait_state(home, clone.id, State.DONE)
+    with serving(sc_node, launcher=launcher):
+        record = wait_state(sc_home, clone.id, State.DONE)
     assert launcher.networks == [NetworkMode.OPEN, NetworkMode.MODEL_ONLY, NetworkMode.OPEN]
     assert record.handoffs == 2 and record.report == "three phases"
-    assert notes(home, clone.id) == [
+    assert notes(sc_home, clone.id) == [
         "phase on network open",
         "phase on network model-only",
         "phase on network open",
     ]
-    assert not RunFolder(home.clones_dir / clone.id).handoff_file.exists()
+    assert not RunFolder(sc_home.clones_dir / clone.id).handoff_file.exists()
 
 
 def test_a_phase_that_ended_while_serve_was_down_goes_on_when_serve_is_back(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.set("acme/app#1", PHASES)
-    clone = node.start("acme/app#1")
-    folder = RunFolder(home.clones_dir / clone.id)
+    sc_ready.set("acme/app#1", PHASES)
+    clone = sc_node.start("acme/app#1")
+    folder = RunFolder(sc_home.clones_dir / clone.id)
     # What a serve did before it crashed: launch the clone and record it running.
     folder.write_record(Record(id=clone.id, state=State.RUNNING))
     first = FakeLauncher(default_state_dir())
-    first.launch(LaunchSpec(clone.id, folder.path, home.secrets_file, "unused"))
+    first.launch(LaunchSpec(clone.id, folder.path, sc_home.secrets_file, "unused"))
     wait_until(lambda: first.status(clone.id).state is LaunchState.EXITED, "the first phase")
     assert folder.handoff_file.exists()
     time.sleep(0.1)
     launcher = NetworkLog()
-    with serving(node, launcher=launcher):
-        record = wait_state(home, clone.id, State.DONE)
+    with serving(sc_node, launcher=launcher):
+        record = wait_state(sc_home, clone.id, State.DONE)
     assert launcher.networks == [NetworkMode.MODEL_ONLY, NetworkMode.OPEN]
     assert record.handoffs == 2

@@ -72,10 +72,10 @@ def launcher() -> PreparingLauncher:
 
 
 @pytest.fixture
-def declared(home: Paths, scripts: Scripts) -> Scripts:
+def declared(sc_home: Paths, sc_scripts: Scripts) -> Scripts:
     """Scripts, with acme/app set up declaring an environment."""
-    set_up(home, environment=DECLARED)
-    return scripts
+    set_up(sc_home, environment=DECLARED)
+    return sc_scripts
 
 
 def prepare_lines(paths: Paths, clone_id: str) -> list[str]:
@@ -84,124 +84,127 @@ def prepare_lines(paths: Paths, clone_id: str) -> list[str]:
 
 
 def test_a_clone_is_preparing_with_the_launchers_lines_then_runs_in_the_prepared_image(
-    node: LocalNode, home: Paths, declared: Scripts, launcher: PreparingLauncher
+    sc_node: LocalNode, sc_home: Paths, declared: Scripts, launcher: PreparingLauncher
 ) -> None:
     declared.set("acme/app#1", Script(play=Play.FINISH, steps=2))
-    clone = node.start("acme/app#1")
-    assert RunFolder(home.clones_dir / clone.id).request().environment == DECLARED
-    with serving(node, launcher=launcher):
-        record = wait_state(home, clone.id, State.PREPARING)
-        wait_until(lambda: len(prepare_lines(home, clone.id)) == 2, "the preparation's lines")
-        view = node.get(clone.id, lines=5)
+    clone = sc_node.start("acme/app#1")
+    assert RunFolder(sc_home.clones_dir / clone.id).request().environment == DECLARED
+    with serving(sc_node, launcher=launcher):
+        record = wait_state(sc_home, clone.id, State.PREPARING)
+        wait_until(lambda: len(prepare_lines(sc_home, clone.id)) == 2, "the preparation's lines")
+        view = sc_node.get(clone.id, lines=5)
         assert view.state is State.PREPARING
         assert launcher.launched == {}
         launcher.gate.set()
-        record = wait_state(home, clone.id, State.DONE)
+        record = wait_state(sc_home, clone.id, State.DONE)
     assert record.outcome is Outcome.DONE
     assert record.image == ENV_IMAGE
     assert launcher.launched[clone.id].image == ENV_IMAGE
     assert launcher.prepared == [clone.id]
-    assert prepare_lines(home, clone.id) == [
+    assert prepare_lines(sc_home, clone.id) == [
         "building the environment of acme/app",
         "#5 [2/3] RUN apt-get install -y jq",
     ]
 
 
 def test_a_clone_being_prepared_holds_its_slot(
-    node: LocalNode, home: Paths, declared: Scripts, launcher: PreparingLauncher
+    sc_node: LocalNode, sc_home: Paths, declared: Scripts, launcher: PreparingLauncher
 ) -> None:
     declared.default = Script(play=Play.HANG)
     declared.save()
-    node = LocalNode(attrs.evolve(node.config, parallel_clones=1), node.paths)
-    first = node.start("acme/app#1")
-    set_up(home)  # the repository declares no environment any more: no preparation
-    second = node.start("acme/app#2")
-    with serving(node, launcher=launcher):
-        wait_state(home, first.id, State.PREPARING)
-        view = node.get(second.id)
+    sc_node = LocalNode(attrs.evolve(sc_node.config, parallel_clones=1), sc_node.paths)
+    first = sc_node.start("acme/app#1")
+    set_up(sc_home)  # the repository declares no environment any more: no preparation
+    second = sc_node.start("acme/app#2")
+    with serving(sc_node, launcher=launcher):
+        wait_state(sc_home, first.id, State.PREPARING)
+        view = sc_node.get(second.id)
         assert view.state is State.QUEUED
         assert "a slot: 1 clones running" in view.waiting_for
         launcher.gate.set()
-        wait_state(home, first.id, State.RUNNING)
-        node.stop(first.id)
-        wait_state(home, second.id, State.RUNNING)
-        node.stop(second.id)
-        wait_state(home, second.id, State.STOPPED)
+        wait_state(sc_home, first.id, State.RUNNING)
+        sc_node.stop(first.id)
+        wait_state(sc_home, second.id, State.RUNNING)
+        sc_node.stop(second.id)
+        wait_state(sc_home, second.id, State.STOPPED)
     assert launcher.prepared == [first.id]
     assert second.id in launcher.launched
     assert launcher.launched[second.id].environment is None
 
 
 def test_a_failed_preparation_fails_the_clone_with_why_and_it_never_launches(
-    node: LocalNode, home: Paths, declared: Scripts, launcher: PreparingLauncher
+    sc_node: LocalNode, sc_home: Paths, declared: Scripts, launcher: PreparingLauncher
 ) -> None:
     launcher.failure = RuntimeError("docker could not build acme/app's environment (exit 1)")
     launcher.gate.set()
-    clone = node.start("acme/app#1")
-    with serving(node, launcher=launcher):
-        record = wait_state(home, clone.id, State.FAILED)
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node, launcher=launcher):
+        record = wait_state(sc_home, clone.id, State.FAILED)
     assert record.reason == (
         "its launch could not be prepared: docker could not build acme/app's environment (exit 1)"
     )
     assert launcher.launched == {}
-    assert not (home.active_dir / clone.id).exists()
-    assert node.start("acme/app#1").state is State.QUEUED  # the issue is free again
+    assert not (sc_home.active_dir / clone.id).exists()
+    assert sc_node.start("acme/app#1").state is State.QUEUED  # the issue is free again
 
 
 def test_a_clone_stopped_while_it_is_prepared_cancels_the_preparation_and_never_runs(
-    node: LocalNode, home: Paths, declared: Scripts, launcher: PreparingLauncher
+    sc_node: LocalNode, sc_home: Paths, declared: Scripts, launcher: PreparingLauncher
 ) -> None:
-    clone = node.start("acme/app#1")
-    with serving(node, launcher=launcher):
-        wait_state(home, clone.id, State.PREPARING)
-        node.stop(clone.id)
-        assert node.get(clone.id).state is State.PREPARING  # serve records the stop
-        record = wait_state(home, clone.id, State.STOPPED)
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node, launcher=launcher):
+        wait_state(sc_home, clone.id, State.PREPARING)
+        sc_node.stop(clone.id)
+        assert sc_node.get(clone.id).state is State.PREPARING  # serve records the stop
+        record = wait_state(sc_home, clone.id, State.STOPPED)
     assert record.reason == "stopped before it started" and record.started_at is None
     assert launcher.cancelled == [clone.id]
     assert launcher.launched == {}
 
 
 def test_serve_restarted_while_a_clone_is_prepared_prepares_it_again_and_launches_it_once(
-    node: LocalNode, home: Paths, declared: Scripts, launcher: PreparingLauncher
+    sc_node: LocalNode, sc_home: Paths, declared: Scripts, launcher: PreparingLauncher
 ) -> None:
     declared.set("acme/app#1", Script(play=Play.FINISH, steps=1))
-    clone = node.start("acme/app#1")
-    with serving(node, launcher=launcher):
-        wait_state(home, clone.id, State.PREPARING)
-    record = record_of(home, clone.id)
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node, launcher=launcher):
+        wait_state(sc_home, clone.id, State.PREPARING)
+    record = record_of(sc_home, clone.id)
     assert record is not None and record.state is State.PREPARING
     launcher.gate.set()
-    with serving(node, launcher=launcher):
-        record = wait_state(home, clone.id, State.DONE)
+    with serving(sc_node, launcher=launcher):
+        record = wait_state(sc_home, clone.id, State.DONE)
     assert launcher.prepared == [clone.id, clone.id]
     assert list(launcher.launched) == [clone.id]
     assert record.image == ENV_IMAGE
 
 
 def test_the_fake_launcher_says_it_builds_no_environment_and_runs_the_clone(
-    node: LocalNode, home: Paths, declared: Scripts
+    sc_node: LocalNode, sc_home: Paths, declared: Scripts
 ) -> None:
     declared.set("acme/app#1", Script(play=Play.FINISH, steps=1))
-    clone = node.start("acme/app#1")
-    with serving(node):
-        record = wait_state(home, clone.id, State.DONE)
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node):
+        record = wait_state(sc_home, clone.id, State.DONE)
     assert record.image is None
-    lines = prepare_lines(home, clone.id)
+    lines = prepare_lines(sc_home, clone.id)
     assert lines and "runs no image" in lines[0]
-    progress, _, _ = RunFolder(home.clones_dir / clone.id).progress()
+    progress, _, _ = RunFolder(sc_home.clones_dir / clone.id).progress()
     assert progress[0].step is Step.PREPARE and progress[0].kind is ProgressKind.NOTE
 
 
 def test_serve_hands_the_launcher_the_run_contract(
-    node: LocalNode, home: Paths, ready: Scripts, launcher: PreparingLauncher
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts, launcher: PreparingLauncher
 ) -> None:
     """What every launcher gets from serve: the clone's id in `env`, its labels and folders."""
-    ready.set("acme/app#1", Script(play=Play.FINISH))
-    clone = node.start("acme/app#1")
-    with serving(node, launcher=launcher):
-        wait_state(home, clone.id, State.DONE)
+    sc_ready.set("acme/app#1", Script(play=Play.FINISH))
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node, launcher=launcher):
+        wait_state(sc_home, clone.id, State.DONE)
     spec = launcher.launched[clone.id]
     assert spec.env == {contract.CLONE_ID_VARIABLE: clone.id}
     assert spec.labels == {contract.LABEL_CLONE: clone.id, contract.LABEL_TARGET: "acme/app#1"}
-    assert (spec.run_folder, spec.secrets_file) == (home.clones_dir / clone.id, home.secrets_file)
+    assert (spec.run_folder, spec.secrets_file) == (
+        sc_home.clones_dir / clone.id,
+        sc_home.secrets_file,
+    )

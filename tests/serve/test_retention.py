@@ -70,63 +70,65 @@ def start(cli: Cli, number: int) -> str:
 
 
 def test_rm_removes_an_ended_clone_and_its_workspace_never_following_links(
-    cli: Cli, home: Paths, tmp_path: Path
+    sc_cli: Cli, sc_home: Paths, tmp_path: Path
 ) -> None:
-    set_up(home)
-    clone_id, other = start(cli, 1), start(cli, 2)
+    set_up(sc_home)
+    clone_id, other = start(sc_cli, 1), start(sc_cli, 2)
     outside = tmp_path / "outside"
     (outside / "keep").mkdir(parents=True)
     (outside / "keep" / "file").write_text("precious")
-    workspace = home.clones_dir / clone_id / "workspace"
+    workspace = sc_home.clones_dir / clone_id / "workspace"
     (workspace / "src").mkdir(parents=True)
     (workspace / "src" / "big").write_bytes(b"x" * 5000)
     (workspace / "to-a-folder").symlink_to(outside / "keep")
     (workspace / "src" / "to-a-file").symlink_to(outside / "keep" / "file")
-    ended(home, clone_id)
+    ended(sc_home, clone_id)
 
-    removed = cli("rm", clone_id)
+    removed = sc_cli("rm", clone_id)
     assert removed.code == 0, removed.err
     assert removed.out.startswith(f"removed {clone_id} (done, ")
     assert (outside / "keep" / "file").read_text() == "precious"
-    assert not (home.clones_dir / clone_id).exists()
-    assert not [p for p in home.clones_dir.iterdir() if p.name.startswith(TRASH_PREFIX)]
-    assert cli("get", clone_id).code == 2
-    assert [row.split("\t")[0] for row in cli("list").out.splitlines()] == [other]
-    assert local_node(home).index.since(datetime.now(UTC) - timedelta(hours=1)) == 2
+    assert not (sc_home.clones_dir / clone_id).exists()
+    assert not [p for p in sc_home.clones_dir.iterdir() if p.name.startswith(TRASH_PREFIX)]
+    assert sc_cli("get", clone_id).code == 2
+    assert [row.split("\t")[0] for row in sc_cli("list").out.splitlines()] == [other]
+    assert local_node(sc_home).index.since(datetime.now(UTC) - timedelta(hours=1)) == 2
 
 
-def test_rm_refuses_an_active_clone_and_one_serve_has_not_finished(cli: Cli, home: Paths) -> None:
-    set_up(home)
-    clone_id = start(cli, 1)
-    refused = cli("rm", clone_id)
+def test_rm_refuses_an_active_clone_and_one_serve_has_not_finished(
+    sc_cli: Cli, sc_home: Paths
+) -> None:
+    set_up(sc_home)
+    clone_id = start(sc_cli, 1)
+    refused = sc_cli("rm", clone_id)
     assert refused.code == 1
     assert refused.err == (
         f"shadowclone: clone {clone_id} is queued; only an ended clone is removed "
         f"(`shadowclone stop {clone_id}` first)\n"
     )
-    RunFolder(home.clones_dir / clone_id).write_record(Record(id=clone_id, state=State.DONE))
-    pending = cli("rm", clone_id)
+    RunFolder(sc_home.clones_dir / clone_id).write_record(Record(id=clone_id, state=State.DONE))
+    pending = sc_cli("rm", clone_id)
     assert pending.code == 1 and "serve has not finished with it yet" in pending.err
-    assert (home.clones_dir / clone_id / "request.json").exists()
+    assert (sc_home.clones_dir / clone_id / "request.json").exists()
 
 
 @settings(max_examples=60, suppress_health_check=FIXTURES)
 @given(odd=st.text(max_size=40) | st.sampled_from(["..", ".", "/", "../x", "*", "active", "-"]))
-def test_rm_of_an_odd_id_removes_nothing(cli: Cli, home: Paths, odd: str) -> None:
-    set_up(home)
-    listed = cli("list", "--all", "--json")
-    clone_id = json.loads(listed.out)[0]["id"] if json.loads(listed.out) else start(cli, 1)
-    ended(home, clone_id)
-    before = sorted(p.name for p in home.clones_dir.parent.rglob("*"))
+def test_rm_of_an_odd_id_removes_nothing(sc_cli: Cli, sc_home: Paths, odd: str) -> None:
+    set_up(sc_home)
+    listed = sc_cli("list", "--all", "--json")
+    clone_id = json.loads(listed.out)[0]["id"] if json.loads(listed.out) else start(sc_cli, 1)
+    ended(sc_home, clone_id)
+    before = sorted(p.name for p in sc_home.clones_dir.parent.rglob("*"))
     if "\x00" in odd or odd.startswith("-"):
         return  # not an argument a shell can pass, or an option
-    result = cli("rm", odd)
+    result = sc_cli("rm", odd)
     if result.code == 0:  # a unique prefix of the one clone
         assert clone_id.startswith(odd.strip())
-        start(cli, 1)  # another ended clone for the next example
+        start(sc_cli, 1)  # another ended clone for the next example
         return
     assert result.code in (1, 2) and len(result.err.splitlines()) == 1, result.err
-    assert sorted(p.name for p in home.clones_dir.parent.rglob("*")) == before
+    assert sorted(p.name for p in sc_home.clones_dir.parent.rglob("*")) == before
 
 
 @settings(max_examples=25, suppress_health_check=FIXTURES, deadline=None)
@@ -135,52 +137,52 @@ def test_rm_of_an_odd_id_removes_nothing(cli: Cli, home: Paths, odd: str) -> Non
     threshold=st.integers(0, 90),
 )
 def test_prune_removes_exactly_the_clones_ended_longer_ago(
-    cli: Cli, home: Paths, ages: list[float], threshold: int
+    sc_cli: Cli, sc_home: Paths, ages: list[float], threshold: int
 ) -> None:
-    set_up(home)
-    set_value(home, "daily_clones", "100000")
-    for leftover in json.loads(cli("list", "--all", "--json").out):
-        ended(home, leftover["id"], 1000)
-    cli("prune", "--older-than", "0s")
-    ids = [start(cli, n + 1) for n in range(len(ages))]
-    active = start(cli, len(ages) + 1)
+    set_up(sc_home)
+    set_value(sc_home, "daily_clones", "100000")
+    for leftover in json.loads(sc_cli("list", "--all", "--json").out):
+        ended(sc_home, leftover["id"], 1000)
+    sc_cli("prune", "--older-than", "0s")
+    ids = [start(sc_cli, n + 1) for n in range(len(ages))]
+    active = start(sc_cli, len(ages) + 1)
     for clone_id, age in zip(ids, ages, strict=True):
-        ended(home, clone_id, age)
-    result = cli("prune", "--older-than", f"{threshold}d", "--json")
+        ended(sc_home, clone_id, age)
+    result = sc_cli("prune", "--older-than", f"{threshold}d", "--json")
     assert result.code == 0, result.err
     gone = {item["id"] for item in json.loads(result.out)}
     expected = {c for c, age in zip(ids, ages, strict=True) if age > threshold + 1e-6}
     borderline = {c for c, age in zip(ids, ages, strict=True) if abs(age - threshold) < 1e-3}
     assert expected - borderline <= gone <= expected | borderline
-    left = {row.split("\t")[0] for row in cli("list", "--all").out.splitlines()}
+    left = {row.split("\t")[0] for row in sc_cli("list", "--all").out.splitlines()}
     assert left == (set(ids) - gone) | {active}
-    cli("stop", active)
-    ended(home, active, 1000)
+    sc_cli("stop", active)
+    ended(sc_home, active, 1000)
 
 
-def test_prune_dry_run_and_bad_durations(cli: Cli, home: Paths) -> None:
-    set_up(home)
-    clone_id = start(cli, 1)
-    ended(home, clone_id, 40)
-    dry = cli("prune", "--older-than", "30d", "--dry-run")
+def test_prune_dry_run_and_bad_durations(sc_cli: Cli, sc_home: Paths) -> None:
+    set_up(sc_home)
+    clone_id = start(sc_cli, 1)
+    ended(sc_home, clone_id, 40)
+    dry = sc_cli("prune", "--older-than", "30d", "--dry-run")
     assert dry.out.splitlines()[-1].startswith("would remove 1 clone, ")
-    assert (home.clones_dir / clone_id).exists()
-    bad = cli("prune", "--older-than", "30 days")
+    assert (sc_home.clones_dir / clone_id).exists()
+    bad = sc_cli("prune", "--older-than", "30 days")
     assert bad.code == 2
     assert bad.err == (
         "shadowclone: duration '30 days': expected a number and a unit (s, m, h, d or w), "
         "such as 30d, 12h or 1w2d\n"
     )
-    assert cli("prune", "--older-than", "30d").out.splitlines()[-1].startswith("removed 1 clone")
+    assert sc_cli("prune", "--older-than", "30d").out.splitlines()[-1].startswith("removed 1 clone")
 
 
-def test_two_removals_of_one_clone_one_wins(cli: Cli, home: Paths) -> None:
-    set_up(home)
-    clone_id = start(cli, 1)
-    (home.clones_dir / clone_id / "workspace").mkdir()
+def test_two_removals_of_one_clone_one_wins(sc_cli: Cli, sc_home: Paths) -> None:
+    set_up(sc_home)
+    clone_id = start(sc_cli, 1)
+    (sc_home.clones_dir / clone_id / "workspace").mkdir()
     for n in range(300):
-        (home.clones_dir / clone_id / "workspace" / f"f{n}").write_text("x")
-    ended(home, clone_id)
+        (sc_home.clones_dir / clone_id / "workspace" / f"f{n}").write_text("x")
+    ended(sc_home, clone_id)
     program = "from shadowclone.cli import entry; entry()"
     racers = [
         subprocess.Popen(
@@ -193,47 +195,47 @@ def test_two_removals_of_one_clone_one_wins(cli: Cli, home: Paths) -> None:
     ]
     results = [(r.wait(60), *r.communicate()) for r in racers]
     assert sorted(code for code, _, _ in results) == [0, 2, 2, 2], results
-    assert not (home.clones_dir / clone_id).exists()
+    assert not (sc_home.clones_dir / clone_id).exists()
 
 
-def test_prune_beside_a_running_serve(cli: Cli, home: Paths, scripts: Scripts) -> None:
+def test_prune_beside_a_running_serve(sc_cli: Cli, sc_home: Paths, sc_scripts: Scripts) -> None:
     """Clones end while prune runs again and again: each goes once ended, serve never errs."""
-    set_up(home)
-    set_value(home, "parallel_clones", "2")
-    scripts.default = Script(play=Play.FINISH, steps=3)
-    scripts.save()
-    ids = {start(cli, n) for n in range(1, 7)}
-    process = ServeProcess.start(home)
-    node = local_node(home)
+    set_up(sc_home)
+    set_value(sc_home, "parallel_clones", "2")
+    sc_scripts.default = Script(play=Play.FINISH, steps=3)
+    sc_scripts.save()
+    ids = {start(sc_cli, n) for n in range(1, 7)}
+    process = ServeProcess.start(sc_home)
+    node = local_node(sc_home)
     try:
         process.wait_serving()
 
         def all_gone() -> bool:
             node.prune(timedelta(0))
-            return not any((home.clones_dir / c).exists() for c in ids)
+            return not any((sc_home.clones_dir / c).exists() for c in ids)
 
         wait_until(all_gone, "every clone to end and be pruned")
     finally:
         code = process.end()
     assert code == 0, process.output
-    log = home.serve_log.read_text()
+    log = sc_home.serve_log.read_text()
     assert " ERROR " not in log and "Traceback" not in log, log
-    assert os.listdir(home.active_dir) == []
+    assert os.listdir(sc_home.active_dir) == []
 
 
-def test_serve_applies_the_retention_config(home: Paths, ready: Scripts) -> None:
-    set_value(home, "retention.older_than", '"1d"')
-    node = local_node(home)
+def test_serve_applies_the_retention_config(sc_home: Paths, sc_ready: Scripts) -> None:
+    set_value(sc_home, "retention.older_than", '"1d"')
+    node = local_node(sc_home)
     old, recent = (node.start(f"acme/app#{n}").id for n in (1, 2))
-    ended(home, old, 2)
-    ended(home, recent, 0.5)
+    ended(sc_home, old, 2)
+    ended(sc_home, recent, 0.5)
     with serving(node, attrs.evolve(FAST, retention_s=0.05)):
-        wait_until(lambda: not (home.clones_dir / old).exists(), "serve to remove the old clone")
-    assert (home.clones_dir / recent / "request.json").exists()
-    assert "retention: removed clone " + old in home.serve_log.read_text()
+        wait_until(lambda: not (sc_home.clones_dir / old).exists(), "serve to remove the old clone")
+    assert (sc_home.clones_dir / recent / "request.json").exists()
+    assert "retention: removed clone " + old in sc_home.serve_log.read_text()
 
 
-def test_a_bad_retention_is_refused_with_the_key(cli: Cli, home: Paths) -> None:
-    result = cli("config", "set", "retention.older_than", '"a month"')
+def test_a_bad_retention_is_refused_with_the_key(sc_cli: Cli, sc_home: Paths) -> None:
+    result = sc_cli("config", "set", "retention.older_than", '"a month"')
     assert result.code != 0
     assert "retention.older_than: duration 'a month': expected a number and a unit" in result.err

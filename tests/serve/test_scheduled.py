@@ -48,74 +48,74 @@ def waiting(home: Paths, clone_id: str) -> Record:
 
 
 def test_a_waiting_clone_runs_nothing_and_is_launched_again_at_the_reset(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.set("acme/app#1", Script(play=Play.WAIT, wait_s=3.0))
-    clone = node.start("acme/app#1")
+    sc_ready.set("acme/app#1", Script(play=Play.WAIT, wait_s=3.0))
+    clone = sc_node.start("acme/app#1")
     launcher = Launches()
-    with serving(node, launcher=launcher):
-        record = waiting(home, clone.id)
+    with serving(sc_node, launcher=launcher):
+        record = waiting(sc_home, clone.id)
         until = record.scheduled_until
         assert until is not None
         time.sleep(1.0)  # several polls and rescans: nothing of it runs, and that is no end
-        assert state_of(home, clone.id) is State.SCHEDULED
+        assert state_of(sc_home, clone.id) is State.SCHEDULED
         assert len(launcher.at) == 1
-        record = wait_state(home, clone.id, State.DONE, State.FAILED)
+        record = wait_state(sc_home, clone.id, State.DONE, State.FAILED)
     assert (record.state, record.report) == (State.DONE, "went on at the reset; messages []")
     assert len(launcher.at) == 2 and launcher.at[1] >= until
-    assert ready.starts() == [clone.id, clone.id]
+    assert sc_ready.starts() == [clone.id, clone.id]
     assert record.scheduled_until is None and record.handoffs == 0
-    assert not RunFolder(home.clones_dir / clone.id).handoff_file.exists()
+    assert not RunFolder(sc_home.clones_dir / clone.id).handoff_file.exists()
 
 
 def test_a_waiting_clone_outlives_serve_restarts_and_the_owners_resume_launches_it(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
     """Waiting an hour: serve stops and starts again, the owner sends a message while no serve
     runs and another while the clone waits; `resume` launches it at once, and it has both."""
-    ready.set("acme/app#1", Script(play=Play.WAIT, wait_s=3600.0))
-    clone = node.start("acme/app#1")
-    with serving(node):
-        waiting(home, clone.id)
-    node.send(clone.id, "sent while no serve ran")
-    with serving(node):
+    sc_ready.set("acme/app#1", Script(play=Play.WAIT, wait_s=3600.0))
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node):
+        waiting(sc_home, clone.id)
+    sc_node.send(clone.id, "sent while no serve ran")
+    with serving(sc_node):
         time.sleep(1.0)
-        assert state_of(home, clone.id) is State.SCHEDULED
-        node.send(clone.id, "sent while it waits")
+        assert state_of(sc_home, clone.id) is State.SCHEDULED
+        sc_node.send(clone.id, "sent while it waits")
         time.sleep(0.5)
-        assert state_of(home, clone.id) is State.SCHEDULED and nothing_running(clone.id)
-    with serving(node):
+        assert state_of(sc_home, clone.id) is State.SCHEDULED and nothing_running(clone.id)
+    with serving(sc_node):
         time.sleep(0.5)
-        assert state_of(home, clone.id) is State.SCHEDULED
-        node.resume(clone.id)
-        record = wait_state(home, clone.id, State.DONE, State.FAILED)
+        assert state_of(sc_home, clone.id) is State.SCHEDULED
+        sc_node.resume(clone.id)
+        record = wait_state(sc_home, clone.id, State.DONE, State.FAILED)
     assert record.report == (
         "resumed by the owner; messages ['sent while no serve ran', 'sent while it waits']"
     )
-    assert ready.starts() == [clone.id, clone.id]
+    assert sc_ready.starts() == [clone.id, clone.id]
 
 
 def test_a_clone_that_exited_to_wait_while_serve_was_down_waits_and_a_stop_ends_it(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
     """serve was down as the clone exited: the next one removes what the launcher kept and
     follows the clone waiting; a stop launches it at once, and it ends stopped."""
-    ready.set("acme/app#1", Script(play=Play.WAIT, wait_s=3600.0))
-    clone = node.start("acme/app#1")
-    folder = RunFolder(home.clones_dir / clone.id)
+    sc_ready.set("acme/app#1", Script(play=Play.WAIT, wait_s=3600.0))
+    clone = sc_node.start("acme/app#1")
+    folder = RunFolder(sc_home.clones_dir / clone.id)
     # What a serve did before it crashed: launch the clone and record it running.
     folder.write_record(Record(id=clone.id, state=State.RUNNING))
     first = FakeLauncher(default_state_dir())
-    first.launch(LaunchSpec(clone.id, folder.path, home.secrets_file, "unused"))
+    first.launch(LaunchSpec(clone.id, folder.path, sc_home.secrets_file, "unused"))
     wait_until(lambda: first.status(clone.id).state is LaunchState.EXITED, "the first launch")
     launcher = Launches()
-    with serving(node, launcher=launcher):
-        record = waiting(home, clone.id)
+    with serving(sc_node, launcher=launcher):
+        record = waiting(sc_home, clone.id)
         assert record.scheduled_until is not None and record.reason == ""
         assert launcher.at == []
-        node.stop(clone.id)
-        record = wait_state(home, clone.id, State.STOPPED, State.FAILED)
+        sc_node.stop(clone.id)
+        record = wait_state(sc_home, clone.id, State.STOPPED, State.FAILED)
     assert (record.state, record.outcome) == (State.STOPPED, Outcome.STOPPED)
     assert record.report == "stopped while waiting; messages []"
     assert len(launcher.at) == 1
-    assert record_of(home, clone.id) == record
+    assert record_of(sc_home, clone.id) == record

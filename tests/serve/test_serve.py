@@ -85,13 +85,13 @@ def progress_texts(paths: Paths, clone_id: str, kind: ProgressKind) -> list[str]
 
 
 def test_a_clone_runs_and_serve_records_how_it_ended(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.set("acme/app#1", Script(play=Play.FINISH, steps=3, pr_url="https://x/pull/9"))
-    clone = node.start("acme/app#1")
-    assert record_of(home, clone.id) is None  # only serve writes records
-    with serving(node):
-        record = wait_state(home, clone.id, State.DONE)
+    sc_ready.set("acme/app#1", Script(play=Play.FINISH, steps=3, pr_url="https://x/pull/9"))
+    clone = sc_node.start("acme/app#1")
+    assert record_of(sc_home, clone.id) is None  # only serve writes records
+    with serving(sc_node):
+        record = wait_state(sc_home, clone.id, State.DONE)
     assert record.outcome is Outcome.DONE
     assert record.exit_code == 0
     assert record.pr_url == "https://x/pull/9"
@@ -99,48 +99,48 @@ def test_a_clone_runs_and_serve_records_how_it_ended(
     assert record.started_at is not None and record.ended_at is not None
     assert record.started_at <= record.ended_at
     assert record.last_progress is not None and record.last_progress.final
-    assert not (home.active_dir / clone.id).exists()
+    assert not (sc_home.active_dir / clone.id).exists()
     assert FakeLauncher(default_state_dir()).status(clone.id).state is LaunchState.MISSING
-    view = node.get(clone.id)
+    view = sc_node.get(clone.id)
     assert (view.state, view.pr_url) == (State.DONE, "https://x/pull/9")
-    assert ready.starts() == [clone.id]
+    assert sc_ready.starts() == [clone.id]
 
 
 def test_queued_clones_start_in_request_order_within_parallel_clones(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.default = HANG
-    ready.save()
-    node = with_parallel(node, 2)
-    ids = [node.start(f"acme/app#{n}").id for n in range(1, 6)]
-    with serving(node):
-        wait_state(home, ids[0], State.RUNNING)
-        wait_state(home, ids[1], State.RUNNING)
+    sc_ready.default = HANG
+    sc_ready.save()
+    sc_node = with_parallel(sc_node, 2)
+    ids = [sc_node.start(f"acme/app#{n}").id for n in range(1, 6)]
+    with serving(sc_node):
+        wait_state(sc_home, ids[0], State.RUNNING)
+        wait_state(sc_home, ids[1], State.RUNNING)
         for clone_id in ids:
-            node.stop(clone_id)
+            sc_node.stop(clone_id)
         for clone_id in ids:
-            wait_state(home, clone_id, State.STOPPED)
-    records = [record_of(home, clone_id) for clone_id in ids]
+            wait_state(sc_home, clone_id, State.STOPPED)
+    records = [record_of(sc_home, clone_id) for clone_id in ids]
     assert all(r is not None for r in records)
     # Two ran; the stop reached the rest while they were queued, and they never started.
-    assert ready.starts() == ids[:2]
+    assert sc_ready.starts() == ids[:2]
     assert [r.started_at is not None for r in records if r] == [True, True, False, False, False]
 
 
 def test_parallel_clones_bounds_the_running_clones_and_order_is_kept(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.default = Script(play=Play.FINISH, steps=2, delay_s=0.2)
-    ready.save()
-    node = with_parallel(node, 2)
-    ids = [node.start(f"acme/app#{n}").id for n in range(1, 5)]
-    with serving(node):
+    sc_ready.default = Script(play=Play.FINISH, steps=2, delay_s=0.2)
+    sc_ready.save()
+    sc_node = with_parallel(sc_node, 2)
+    ids = [sc_node.start(f"acme/app#{n}").id for n in range(1, 5)]
+    with serving(sc_node):
         for clone_id in ids:
-            wait_state(home, clone_id, State.DONE)
-    assert ready.starts() == ids
+            wait_state(sc_home, clone_id, State.DONE)
+    assert sc_ready.starts() == ids
     spans = []
     for clone_id in ids:
-        record = record_of(home, clone_id)
+        record = record_of(sc_home, clone_id)
         assert record is not None and record.started_at and record.ended_at
         spans.append((record.started_at, record.ended_at))
     for start, _ in spans:
@@ -149,60 +149,60 @@ def test_parallel_clones_bounds_the_running_clones_and_order_is_kept(
 
 
 def test_a_login_for_one_clone_at_a_time_runs_its_clones_one_by_one(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.default = HANG
-    ready.save()
-    node = with_parallel(node, 3)
-    first = queue(home, 1, one_at_a_time=True, login="chatgpt-plan")
-    second = queue(home, 2, one_at_a_time=True, login="chatgpt-plan")
-    other = queue(home, 3)
-    with serving(node):
-        wait_state(home, first, State.RUNNING)
-        wait_state(home, other, State.RUNNING)  # the later request goes ahead
-        assert state_of(home, second) is State.QUEUED
-        node.stop(first)
-        wait_state(home, first, State.STOPPED)
-        wait_state(home, second, State.RUNNING)
-        wait_until(lambda: second in ready.starts(), "the second clone to start")
-        node.stop(second)
-        node.stop(other)
-        wait_state(home, second, State.STOPPED)
-        wait_state(home, other, State.STOPPED)
-    assert ready.starts() == [first, other, second]
+    sc_ready.default = HANG
+    sc_ready.save()
+    sc_node = with_parallel(sc_node, 3)
+    first = queue(sc_home, 1, one_at_a_time=True, login="chatgpt-plan")
+    second = queue(sc_home, 2, one_at_a_time=True, login="chatgpt-plan")
+    other = queue(sc_home, 3)
+    with serving(sc_node):
+        wait_state(sc_home, first, State.RUNNING)
+        wait_state(sc_home, other, State.RUNNING)  # the later request goes ahead
+        assert state_of(sc_home, second) is State.QUEUED
+        sc_node.stop(first)
+        wait_state(sc_home, first, State.STOPPED)
+        wait_state(sc_home, second, State.RUNNING)
+        wait_until(lambda: second in sc_ready.starts(), "the second clone to start")
+        sc_node.stop(second)
+        sc_node.stop(other)
+        wait_state(sc_home, second, State.STOPPED)
+        wait_state(sc_home, other, State.STOPPED)
+    assert sc_ready.starts() == [first, other, second]
 
 
 def test_a_queued_clone_with_a_stop_marker_never_starts(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.default = HANG
-    ready.save()
-    node = with_parallel(node, 1)
-    early = node.start("acme/app#1")
-    node.stop(early.id)  # stopped before any serve ran
-    running = node.start("acme/app#2")
-    waiting = node.start("acme/app#3")
-    with serving(node):
-        wait_state(home, running.id, State.RUNNING)
-        record = wait_state(home, early.id, State.STOPPED)
+    sc_ready.default = HANG
+    sc_ready.save()
+    sc_node = with_parallel(sc_node, 1)
+    early = sc_node.start("acme/app#1")
+    sc_node.stop(early.id)  # stopped before any serve ran
+    running = sc_node.start("acme/app#2")
+    waiting = sc_node.start("acme/app#3")
+    with serving(sc_node):
+        wait_state(sc_home, running.id, State.RUNNING)
+        record = wait_state(sc_home, early.id, State.STOPPED)
         assert record.started_at is None and record.reason == "stopped before it started"
-        node.stop(waiting.id)
-        record = wait_state(home, waiting.id, State.STOPPED)
+        sc_node.stop(waiting.id)
+        record = wait_state(sc_home, waiting.id, State.STOPPED)
         assert record.started_at is None
-        node.stop(running.id)
-        wait_state(home, running.id, State.STOPPED)
-    assert ready.starts() == [running.id]
+        sc_node.stop(running.id)
+        wait_state(sc_home, running.id, State.STOPPED)
+    assert sc_ready.starts() == [running.id]
 
 
 def test_a_running_clone_stopped_saves_its_work_and_is_recorded_stopped(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.set("acme/app#1", HANG)
-    clone = node.start("acme/app#1")
-    with serving(node):
-        wait_state(home, clone.id, State.RUNNING)
-        node.stop(clone.id)
-        record = wait_state(home, clone.id, State.STOPPED)
+    sc_ready.set("acme/app#1", HANG)
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node):
+        wait_state(sc_home, clone.id, State.RUNNING)
+        sc_node.stop(clone.id)
+        record = wait_state(sc_home, clone.id, State.STOPPED)
     assert record.outcome is Outcome.STOPPED
     assert record.exit_code == 0
     assert record.report == "stopped as asked"  # its own final line: it saved its work
@@ -210,14 +210,14 @@ def test_a_running_clone_stopped_saves_its_work_and_is_recorded_stopped(
 
 
 def test_a_clone_that_ignores_the_stop_is_ended_by_its_launcher_after_the_grace(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.set("acme/app#1", Script(play=Play.HANG, ignore_stop=True))
-    clone = node.start("acme/app#1")
-    with serving(node):
-        wait_state(home, clone.id, State.RUNNING)
-        node.stop(clone.id)
-        record = wait_state(home, clone.id, State.STOPPED)
+    sc_ready.set("acme/app#1", Script(play=Play.HANG, ignore_stop=True))
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node):
+        wait_state(sc_home, clone.id, State.RUNNING)
+        sc_node.stop(clone.id)
+        record = wait_state(sc_home, clone.id, State.STOPPED)
     assert record.outcome is Outcome.STOPPED
     assert record.exit_code == 137  # SIGKILL, after SIGTERM was ignored
     assert record.reason == "stopped before it wrote a final progress line"
@@ -225,39 +225,39 @@ def test_a_clone_that_ignores_the_stop_is_ended_by_its_launcher_after_the_grace(
 
 
 def test_a_clone_that_exits_with_no_final_line_is_failed_with_its_output_kept(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.set("acme/app#1", Script(play=Play.NO_FINAL, exit_code=3, output="kaboom\nat line 7"))
-    clone = node.start("acme/app#1")
-    with serving(node):
-        record = wait_state(home, clone.id, State.FAILED, State.DONE)
+    sc_ready.set("acme/app#1", Script(play=Play.NO_FINAL, exit_code=3, output="kaboom\nat line 7"))
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node):
+        record = wait_state(sc_home, clone.id, State.FAILED, State.DONE)
     assert record.state is State.FAILED
     assert record.outcome is Outcome.FAILED
     assert record.exit_code == 3
     assert "kaboom" in record.output_tail and "at line 7" in record.output_tail
     assert "no final progress line" in record.reason
-    view = node.get(clone.id)
+    view = sc_node.get(clone.id)
     assert "kaboom" in view.output_tail
 
 
 def test_messages_reach_the_running_clone_once_each_in_order(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.set("acme/app#1", ECHO)
-    clone = node.start("acme/app#1")
-    early = node.send(clone.id, "sent while queued")
-    with serving(node):
-        wait_state(home, clone.id, State.RUNNING)
+    sc_ready.set("acme/app#1", ECHO)
+    clone = sc_node.start("acme/app#1")
+    early = sc_node.send(clone.id, "sent while queued")
+    with serving(sc_node):
+        wait_state(sc_home, clone.id, State.RUNNING)
         wait_until(
-            lambda: progress_texts(home, clone.id, ProgressKind.MESSAGE) == [early.text],
+            lambda: progress_texts(sc_home, clone.id, ProgressKind.MESSAGE) == [early.text],
             "the queued message to reach the clone",
         )
-        later = [node.send(clone.id, f"message {n}") for n in range(5)]
-        node.send(clone.id, "bye")
-        record = wait_state(home, clone.id, State.DONE)
-    echoed = progress_texts(home, clone.id, ProgressKind.MESSAGE)
+        later = [sc_node.send(clone.id, f"message {n}") for n in range(5)]
+        sc_node.send(clone.id, "bye")
+        record = wait_state(sc_home, clone.id, State.DONE)
+    echoed = progress_texts(sc_home, clone.id, ProgressKind.MESSAGE)
     assert echoed == [early.text, *(line.text for line in later), "bye"]
-    folder = RunFolder(home.clones_dir / clone.id)
+    folder = RunFolder(sc_home.clones_dir / clone.id)
     inbox, _, _ = folder.inbox()
     delivered, problems, _ = folder.deliveries()
     assert [line.id for line in delivered] == [line.id for line in inbox]
@@ -266,41 +266,41 @@ def test_messages_reach_the_running_clone_once_each_in_order(
 
 
 def test_a_question_shows_the_clone_waiting_until_the_answer_arrives(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.set("acme/app#1", Script(play=Play.ASK))
-    clone = node.start("acme/app#1")
-    with serving(node):
-        record = wait_state(home, clone.id, State.WAITING)
+    sc_ready.set("acme/app#1", Script(play=Play.ASK))
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node):
+        record = wait_state(sc_home, clone.id, State.WAITING)
         assert record.question is not None and record.question.id == "q1"
-        assert node.get(clone.id).question is not None
-        line = node.answer(clone.id, "q1", "right")
+        assert sc_node.get(clone.id).question is not None
+        line = sc_node.answer(clone.id, "q1", "right")
         assert line.kind is InboxKind.ANSWER
-        record = wait_state(home, clone.id, State.DONE)
+        record = wait_state(sc_home, clone.id, State.DONE)
     assert record.report == "answered right"
     assert record.question is None
 
 
 def test_a_second_serve_is_refused_naming_the_process_that_holds_the_lock(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    with serving(node), pytest.raises(Refused) as refused:
-        serve_clones(node.config, node.paths, registry=node.registry, settings=FAST)
+    with serving(sc_node), pytest.raises(Refused) as refused:
+        serve_clones(sc_node.config, sc_node.paths, registry=sc_node.registry, settings=FAST)
     assert f"process {os.getpid()} holds" in str(refused.value)
-    assert str(home.serve_lock) in str(refused.value)
+    assert str(sc_home.serve_lock) in str(refused.value)
 
 
 def test_a_second_serve_process_refuses_with_one_line_naming_the_pid(
-    home: Paths, ready: Scripts
+    sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    first = ServeProcess.start(home)
+    first = ServeProcess.start(sc_home)
     try:
         first.wait_serving()
-        second = ServeProcess.start(home)
+        second = ServeProcess.start(sc_home)
         assert second.popen.wait(60) == 1
         assert second.output.strip().splitlines() == [
             f"shadowclone: serve is already running on this machine: process {first.pid} "
-            f"holds {home.serve_lock}"
+            f"holds {sc_home.serve_lock}"
         ]
     finally:
         code = first.end()
@@ -308,147 +308,153 @@ def test_a_second_serve_process_refuses_with_one_line_naming_the_pid(
 
 
 def test_sigterm_stops_serve_and_the_next_serve_goes_on_with_its_clones(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.set("acme/app#1", ECHO)
-    clone = node.start("acme/app#1")
-    process = ServeProcess.start(home)
+    sc_ready.set("acme/app#1", ECHO)
+    clone = sc_node.start("acme/app#1")
+    process = ServeProcess.start(sc_home)
     try:
         process.wait_serving()
-        wait_state(home, clone.id, State.RUNNING)
+        wait_state(sc_home, clone.id, State.RUNNING)
     finally:
         code = process.end()
     assert code == 0, process.output
     assert "SIGTERM: stopping" in process.output
     assert FakeLauncher(default_state_dir()).status(clone.id).state is LaunchState.RUNNING
-    node.send(clone.id, "while no serve runs")
-    with serving(node):
-        node.send(clone.id, "bye")
-        record = wait_state(home, clone.id, State.DONE)
-    assert progress_texts(home, clone.id, ProgressKind.MESSAGE) == ["while no serve runs", "bye"]
-    assert ready.starts() == [clone.id]
+    sc_node.send(clone.id, "while no serve runs")
+    with serving(sc_node):
+        sc_node.send(clone.id, "bye")
+        record = wait_state(sc_home, clone.id, State.DONE)
+    assert progress_texts(sc_home, clone.id, ProgressKind.MESSAGE) == ["while no serve runs", "bye"]
+    assert sc_ready.starts() == [clone.id]
     assert record.exit_code == 0
 
 
 def test_a_clone_its_launcher_lost_is_recorded_failed_as_vanished(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.set("acme/app#1", HANG)
-    clone = node.start("acme/app#1")
-    with serving(node):
-        wait_state(home, clone.id, State.RUNNING)
+    sc_ready.set("acme/app#1", HANG)
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node):
+        wait_state(sc_home, clone.id, State.RUNNING)
     FakeLauncher(default_state_dir()).remove(clone.id)  # behind serve's back
-    with serving(node):
-        record = wait_state(home, clone.id, State.FAILED)
+    with serving(sc_node):
+        record = wait_state(sc_home, clone.id, State.FAILED)
     assert record.reason.startswith("vanished")
-    assert not (home.active_dir / clone.id).exists()
+    assert not (sc_home.active_dir / clone.id).exists()
 
 
 def test_a_launch_cut_short_by_a_crash_happens_once(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.default = HANG
-    ready.save()
+    sc_ready.default = HANG
+    sc_ready.save()
     moment = datetime.now(UTC)
     # Crashed after writing "launching" and before the launcher had it: launched now.
-    lost = node.start("acme/app#1")
-    RunFolder(home.clones_dir / lost.id).write_record(
+    lost = sc_node.start("acme/app#1")
+    RunFolder(sc_home.clones_dir / lost.id).write_record(
         Record(lost.id, State.QUEUED, launching_at=moment)
     )
     # Crashed after the launcher had it and before the record said so: followed, not doubled.
-    made = node.start("acme/app#2")
-    RunFolder(home.clones_dir / made.id).write_record(
+    made = sc_node.start("acme/app#2")
+    RunFolder(sc_home.clones_dir / made.id).write_record(
         Record(made.id, State.QUEUED, launching_at=moment)
     )
     launcher = FakeLauncher(default_state_dir())
-    launcher.launch(LaunchSpec(made.id, home.clones_dir / made.id, home.secrets_file, "unused"))
-    with serving(node):
-        wait_state(home, lost.id, State.RUNNING)
-        record = wait_state(home, made.id, State.RUNNING)
+    launcher.launch(
+        LaunchSpec(made.id, sc_home.clones_dir / made.id, sc_home.secrets_file, "unused")
+    )
+    with serving(sc_node):
+        wait_state(sc_home, lost.id, State.RUNNING)
+        record = wait_state(sc_home, made.id, State.RUNNING)
         assert record.started_at == moment
-        node.stop(lost.id)
-        node.stop(made.id)
-        wait_state(home, lost.id, State.STOPPED)
-        wait_state(home, made.id, State.STOPPED)
-    assert sorted(ready.starts()) == sorted([lost.id, made.id])
+        sc_node.stop(lost.id)
+        sc_node.stop(made.id)
+        wait_state(sc_home, lost.id, State.STOPPED)
+        wait_state(sc_home, made.id, State.STOPPED)
+    assert sorted(sc_ready.starts()) == sorted([lost.id, made.id])
 
 
 def test_a_malformed_request_fails_that_clone_and_serve_goes_on(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.default = Script(play=Play.FINISH)
-    ready.save()
-    good = node.start("acme/app#1")
-    bad = queue(home, 2)
-    (home.clones_dir / bad / "request.json").write_text("{not json", encoding="utf-8")
-    with serving(node):
-        record = wait_state(home, bad, State.FAILED)
-        wait_state(home, good.id, State.DONE)
-    assert str(home.clones_dir / bad / "request.json") in record.reason
-    assert not (home.active_dir / bad).exists()
-    assert ready.starts() == [good.id]
+    sc_ready.default = Script(play=Play.FINISH)
+    sc_ready.save()
+    good = sc_node.start("acme/app#1")
+    bad = queue(sc_home, 2)
+    (sc_home.clones_dir / bad / "request.json").write_text("{not json", encoding="utf-8")
+    with serving(sc_node):
+        record = wait_state(sc_home, bad, State.FAILED)
+        wait_state(sc_home, good.id, State.DONE)
+    assert str(sc_home.clones_dir / bad / "request.json") in record.reason
+    assert not (sc_home.active_dir / bad).exists()
+    assert sc_ready.starts() == [good.id]
 
 
 def test_a_malformed_progress_line_is_skipped_not_fatal(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
-    ready.set("acme/app#1", ECHO)
-    clone = node.start("acme/app#1")
-    folder = RunFolder(home.clones_dir / clone.id)
-    with serving(node):
-        wait_state(home, clone.id, State.RUNNING)
+    sc_ready.set("acme/app#1", ECHO)
+    clone = sc_node.start("acme/app#1")
+    folder = RunFolder(sc_home.clones_dir / clone.id)
+    with serving(sc_node):
+        wait_state(sc_home, clone.id, State.RUNNING)
         files.append_line(folder.progress_file, b'{"step": "nowhere"}')
         files.append_line(folder.inbox_file, b"garbage")
-        node.send(clone.id, "bye")
-        record = wait_state(home, clone.id, State.DONE)
+        sc_node.send(clone.id, "bye")
+        record = wait_state(sc_home, clone.id, State.DONE)
     assert record.report == "all done"
 
 
-def test_serve_logs_to_the_clones_folder(node: LocalNode, home: Paths, ready: Scripts) -> None:
-    ready.set("acme/app#1", Script(play=Play.FINISH))
-    clone = node.start("acme/app#1")
-    with serving(node):
-        wait_state(home, clone.id, State.DONE)
-    text = home.serve_log.read_text(encoding="utf-8")
+def test_serve_logs_to_the_clones_folder(
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
+) -> None:
+    sc_ready.set("acme/app#1", Script(play=Play.FINISH))
+    clone = sc_node.start("acme/app#1")
+    with serving(sc_node):
+        wait_state(sc_home, clone.id, State.DONE)
+    text = sc_home.serve_log.read_text(encoding="utf-8")
     assert f"clone {clone.id} ended done" in text
 
 
 def test_the_fake_launcher_says_plainly_when_the_run_program_is_missing(
-    home: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sc_home: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import shadowclone_testing.launcher as fake
 
     monkeypatch.delenv("SHADOWCLONE_FAKE_SCRIPTS", raising=False)
     monkeypatch.setattr(fake, "run_program_available", lambda: False)
-    set_up(home)
-    clone = local_node(home).start("acme/app#1")
+    set_up(sc_home)
+    clone = local_node(sc_home).start("acme/app#1")
     launcher = FakeLauncher(tmp_path / "state")
     with pytest.raises(PluginUnavailable, match="no run program yet"):
         launcher.check()
     with pytest.raises(PluginUnavailable, match="not part of this installation"):
         launcher.launch(
-            LaunchSpec(clone.id, home.clones_dir / clone.id, home.secrets_file, "unused")
+            LaunchSpec(clone.id, sc_home.clones_dir / clone.id, sc_home.secrets_file, "unused")
         )
     assert launcher.running() == []
 
 
 def test_the_daily_cost_cap_holds_queued_clones_and_says_why(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
     """Once the clones of the last 24 hours have cost `daily_cost_usd`, queued clones wait
     (get says why), and start as soon as the cap allows."""
-    ready.default = Script(play=Play.FINISH, steps=1)
-    ready.save()
-    first = node.start("acme/app#1")
-    with serving(node):
-        wait_state(home, first.id, State.DONE)
-    folder = RunFolder(home.clones_dir / first.id)
+    sc_ready.default = Script(play=Play.FINISH, steps=1)
+    sc_ready.save()
+    first = sc_node.start("acme/app#1")
+    with serving(sc_node):
+        wait_state(sc_home, first.id, State.DONE)
+    folder = RunFolder(sc_home.clones_dir / first.id)
     record = folder.record()
     assert record is not None
     folder.write_record(attrs.evolve(record, usage=Usage(100, 10, 2.5)))
     capped = LocalNode(
-        attrs.evolve(node.config, limits=attrs.evolve(node.config.limits, daily_cost_usd=2.0)),
-        node.paths,
+        attrs.evolve(
+            sc_node.config, limits=attrs.evolve(sc_node.config.limits, daily_cost_usd=2.0)
+        ),
+        sc_node.paths,
     )
     second = capped.start("acme/app#2")
     with serving(capped):
@@ -458,100 +464,102 @@ def test_the_daily_cost_cap_holds_queued_clones_and_says_why(
         )
         assert "$2.50 spent" in view.waiting_for and "daily_cost_usd = 2" in view.waiting_for
         time.sleep(1.0)  # several passes of serve's queue
-        assert state_of(home, second.id) is State.QUEUED
+        assert state_of(sc_home, second.id) is State.QUEUED
     raised = LocalNode(
-        attrs.evolve(node.config, limits=attrs.evolve(node.config.limits, daily_cost_usd=3.0)),
-        node.paths,
+        attrs.evolve(
+            sc_node.config, limits=attrs.evolve(sc_node.config.limits, daily_cost_usd=3.0)
+        ),
+        sc_node.paths,
     )
     with serving(raised):
-        wait_state(home, second.id, State.DONE)
-    assert ready.starts() == [first.id, second.id]
+        wait_state(sc_home, second.id, State.DONE)
+    assert sc_ready.starts() == [first.id, second.id]
 
 
 def test_a_scheduled_clone_holds_its_logins_queue_until_the_reset(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
     """A clone whose login's usage limit is reached shows as scheduled (with its time) and
     holds the queued clones of that login, not the others'; when its wait ends it is running
     again and they start."""
-    ready.default = HANG
-    ready.save()
-    node = with_parallel(node, 3)
-    limited = queue(home, 1, login="claude-subscription")
-    with serving(node):
-        wait_state(home, limited, State.RUNNING)
+    sc_ready.default = HANG
+    sc_ready.save()
+    sc_node = with_parallel(sc_node, 3)
+    limited = queue(sc_home, 1, login="claude-subscription")
+    with serving(sc_node):
+        wait_state(sc_home, limited, State.RUNNING)
         until = datetime.now(UTC) + timedelta(hours=1)
-        folder = RunFolder(home.clones_dir / limited)
+        folder = RunFolder(sc_home.clones_dir / limited)
         said = "the claude-subscription login's usage limit is reached"
         scheduled = ProgressLine(Step.ENGINE, ProgressKind.SCHEDULED, said, until=until)
         folder.append_progress(scheduled)
-        record = wait_state(home, limited, State.SCHEDULED)
+        record = wait_state(sc_home, limited, State.SCHEDULED)
         assert record.scheduled_until == until
-        same, other = queue(home, 2, login="claude-subscription"), queue(home, 3)
-        wait_state(home, other, State.RUNNING)
-        reason = node.get(same).waiting_for
+        same, other = queue(sc_home, 2, login="claude-subscription"), queue(sc_home, 3)
+        wait_state(sc_home, other, State.RUNNING)
+        reason = sc_node.get(same).waiting_for
         assert reason.startswith("its login claude-subscription, whose usage limit resets")
-        assert state_of(home, same) is State.QUEUED
-        assert "scheduled until" in describe(node.get(limited))
+        assert state_of(sc_home, same) is State.QUEUED
+        assert "scheduled until" in describe(sc_node.get(limited))
         with pytest.raises(Refused, match="not scheduled"):
-            node.resume(other)
+            sc_node.resume(other)
     # A serve started again reads the clone's lines afresh: still scheduled, same time, and
     # the login's queued clone still waits.
-    with serving(node):
+    with serving(sc_node):
         time.sleep(1.0)
-        again = record_of(home, limited)
+        again = record_of(sc_home, limited)
         assert again is not None
         assert (again.state, again.scheduled_until) == (State.SCHEDULED, until)
-        assert state_of(home, same) is State.QUEUED
-        assert node.resume(limited).id == limited
+        assert state_of(sc_home, same) is State.QUEUED
+        assert sc_node.resume(limited).id == limited
         over = ProgressLine(Step.ENGINE, ProgressKind.SCHEDULED, "the limit has reset")
         folder.append_progress(over)
-        wait_state(home, limited, State.RUNNING)
-        wait_state(home, same, State.RUNNING)
+        wait_state(sc_home, limited, State.RUNNING)
+        wait_state(sc_home, same, State.RUNNING)
         for clone_id in (limited, same, other):
-            node.stop(clone_id)
+            sc_node.stop(clone_id)
         for clone_id in (limited, same, other):
-            wait_state(home, clone_id, State.STOPPED)
+            wait_state(sc_home, clone_id, State.STOPPED)
 
 
 def test_an_overloaded_login_runs_fewer_clones_then_as_many_again(
-    node: LocalNode, home: Paths, ready: Scripts
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
 ) -> None:
     """A clone says its provider is overloaded: serve halves how many clones of that login
     may run (other logins go on), and grows it back by one per quiet spell."""
-    ready.default = HANG
-    ready.save()
-    node = with_parallel(node, 5)
-    first, second = queue(home, 1), queue(home, 2)
+    sc_ready.default = HANG
+    sc_ready.save()
+    sc_node = with_parallel(sc_node, 5)
+    first, second = queue(sc_home, 1), queue(sc_home, 2)
     settings = attrs.evolve(FAST, overload_restore_s=1.5)
-    with serving(node, settings):
-        wait_state(home, first, State.RUNNING)
-        wait_state(home, second, State.RUNNING)
+    with serving(sc_node, settings):
+        wait_state(sc_home, first, State.RUNNING)
+        wait_state(sc_home, second, State.RUNNING)
         said = "the model provider answered 529: the request is sent again soon"
-        RunFolder(home.clones_dir / first).append_progress(
+        RunFolder(sc_home.clones_dir / first).append_progress(
             ProgressLine(Step.ENGINE, ProgressKind.OVERLOADED, said)
         )
         time.sleep(0.5)  # serve reads the line
-        third, fourth = queue(home, 3), queue(home, 4)
-        other = queue(home, 5, login="another-login")
-        wait_state(home, other, State.RUNNING)
-        assert state_of(home, third) is State.QUEUED  # two run; one may, for now
-        assert state_of(home, fourth) is State.QUEUED
-        login = RunFolder(home.clones_dir / first).request().login
-        assert node.throttles() == {login: 1}
-        reason = node.get(third).waiting_for
+        third, fourth = queue(sc_home, 3), queue(sc_home, 4)
+        other = queue(sc_home, 5, login="another-login")
+        wait_state(sc_home, other, State.RUNNING)
+        assert state_of(sc_home, third) is State.QUEUED  # two run; one may, for now
+        assert state_of(sc_home, fourth) is State.QUEUED
+        login = RunFolder(sc_home.clones_dir / first).request().login
+        assert sc_node.throttles() == {login: 1}
+        reason = sc_node.get(third).waiting_for
         assert reason == (
             f"its login {login}, whose provider is overloaded: serve runs at most 1 of its "
             "clones for now (2 running)"
         ), reason
-        assert "overloaded" in describe(node.get(third))
-        wait_state(home, third, State.RUNNING)  # grown back to three of the login's
-        wait_state(home, fourth, State.RUNNING)  # and four
+        assert "overloaded" in describe(sc_node.get(third))
+        wait_state(sc_home, third, State.RUNNING)  # grown back to three of the login's
+        wait_state(sc_home, fourth, State.RUNNING)  # and four
         deadline = time.monotonic() + 30
-        while node.throttles() and time.monotonic() < deadline:
+        while sc_node.throttles() and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert node.throttles() == {}, "the login is held back no more"
+        assert sc_node.throttles() == {}, "the login is held back no more"
         for clone_id in (first, second, third, fourth, other):
-            node.stop(clone_id)
+            sc_node.stop(clone_id)
         for clone_id in (first, second, third, fourth, other):
-            wait_state(home, clone_id, State.STOPPED)
+            wait_state(sc_home, clone_id, State.STOPPED)

@@ -24,26 +24,26 @@ def private_secrets(home: Paths, mode: int = 0o600) -> None:
     home.secrets_file.chmod(mode)
 
 
-def test_a_bare_home_says_what_blocks_clones(cli: Cli, home: Paths) -> None:
-    result = cli("status", "--json")
+def test_a_bare_home_says_what_blocks_clones(sc_cli: Cli, sc_home: Paths) -> None:
+    result = sc_cli("status", "--json")
     assert result.code == 1
     assert json.loads(result.out)["ok"] is False
     checks = by_name(result)
     for name in ("serve", "secrets", "setups"):
         assert checks[name]["ok"] is False and checks[name]["blocks"] is True, name
     assert checks["launcher fake"]["ok"] is True
-    shown = cli("status")
+    shown = sc_cli("status")
     assert shown.code == 1
     assert "FAIL serve                not running: start it with `shadowclone serve`" in shown.out
     assert shown.out.splitlines()[-1] == "clones cannot start: see FAIL above"
 
 
 def test_with_serve_a_setup_and_private_secrets_clones_can_start(
-    cli: Cli, home: Paths, scripts: Scripts
+    sc_cli: Cli, sc_home: Paths, sc_scripts: Scripts
 ) -> None:
-    set_up(home)
-    private_secrets(home)
-    process = ServeProcess.start(home)
+    set_up(sc_home)
+    private_secrets(sc_home)
+    process = ServeProcess.start(sc_home)
     try:
         process.wait_serving()
         result = run_shadowclone("status")
@@ -53,19 +53,19 @@ def test_with_serve_a_setup_and_private_secrets_clones_can_start(
     assert result.code == 0, result.out
     assert f"running (pid {process.pid}, since " in str(checks["serve"]["detail"])
     assert checks["setup acme/app"]["ok"] is True
-    assert checks["secrets"]["detail"] == f"{home.secrets_file}, private (mode 600)"
+    assert checks["secrets"]["detail"] == f"{sc_home.secrets_file}, private (mode 600)"
     assert checks["clones"]["detail"] == (
         "0 running, 0 waiting, 0 scheduled, 0 preparing, 0 queued; parallel_clones = 2"
     )
     assert result.out.splitlines()[-1] == "clones can start"
 
 
-def test_readable_secrets_and_the_daily_limit_block(cli: Cli, home: Paths) -> None:
-    set_up(home)
-    private_secrets(home, 0o644)
-    set_value(home, "daily_clones", "1")
-    assert cli("start", "acme/app#1").code == 0
-    checks = by_name(cli("status", "--json"))
+def test_readable_secrets_and_the_daily_limit_block(sc_cli: Cli, sc_home: Paths) -> None:
+    set_up(sc_home)
+    private_secrets(sc_home, 0o644)
+    set_value(sc_home, "daily_clones", "1")
+    assert sc_cli("start", "acme/app#1").code == 0
+    checks = by_name(sc_cli("status", "--json"))
     assert "others can read it (mode 644); run chmod 600" in str(checks["secrets"]["detail"])
     assert checks["today"] == {
         "name": "today",
@@ -79,7 +79,7 @@ def test_readable_secrets_and_the_daily_limit_block(cli: Cli, home: Paths) -> No
     )
 
 
-def test_status_is_coloured_in_a_terminal_unless_no_color(home: Paths) -> None:
+def test_status_is_coloured_in_a_terminal_unless_no_color(sc_home: Paths) -> None:
     env = {"SHADOWCLONE_HOME": os.environ["SHADOWCLONE_HOME"], "TERM": "xterm-256color"}
     coloured = in_terminal("status", env=env, code=1)
     assert "\x1b[" in coloured and "FAIL" in coloured

@@ -131,7 +131,7 @@ def test_anything_else_is_started_as_it_is(tmp_path: Path) -> None:
     assert native_program(str(script), LINUX) == Program(str(script))
 
 
-def test_the_installed_codex_resolves_to_a_native_binary(engines_on_path: Path) -> None:
+def test_the_installed_codex_resolves_to_a_native_binary(sc_engines_on_path: Path) -> None:
     """The layout the tests and the clone image install (npm, Linux) is the one handled."""
     import shutil
 

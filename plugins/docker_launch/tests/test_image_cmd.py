@@ -30,7 +30,7 @@ from shadowclone_docker_launch.images import (
 
 SOURCE = Path(__file__).resolve().parents[3]
 WORKFLOW = SOURCE / ".github" / "workflows" / "release.yml"
-pytestmark = pytest.mark.usefixtures("home")  # a config of its own, never the owner's
+pytestmark = pytest.mark.usefixtures("sc_home")  # a config of its own, never the owner's
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 
@@ -177,9 +177,9 @@ def test_image_build_runs_docker_build_on_the_prepared_context(
 
 
 def test_image_build_names_the_configs_image_by_default(
-    fake_docker: Path, cli: Callable[..., CliResult], capsys: pytest.CaptureFixture[str]
+    fake_docker: Path, sc_cli: Callable[..., CliResult], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli("config", "set", "image", '"registry.example/me/clone:7"').code == 0
+    assert sc_cli("config", "set", "image", '"registry.example/me/clone:7"').code == 0
     assert commands.main(["image", "build"]) == 0
     argv = json.loads(fake_docker.read_text())["argv"]
     assert argv[argv.index("--tag") + 1] == "registry.example/me/clone:7"

@@ -20,7 +20,7 @@ class TestExampleAgent(EngineScenarios):
     engine_binaries = ("shadowclone-example-agent",)
 
     @pytest.fixture
-    def engines_on_path(self, monkeypatch: pytest.MonkeyPatch) -> Path:
+    def sc_engines_on_path(self, monkeypatch: pytest.MonkeyPatch) -> Path:
         """The agent is a script of this environment, not in a folder of engine CLIs."""
         scripts = Path(sys.executable).parent
         monkeypatch.setenv("PATH", f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}")

@@ -4,9 +4,10 @@ run program as a local process with the folders a container would see; the scrip
 follows a small script instead of asking a model.
 
 For tests it ships the fakes (`fakes.github`, `fakes.models`), the contract suites a plugin's
-tests subclass (`suites.engine`, `suites.launcher`), the pytest plugin with the fixtures
-(`pytest_plugin`, loaded by itself) and the helpers tests share (`harness`, `serving`,
-`containers`, `hostile`, `web`, `mcp_client`, `installs`, `owner`).
+tests subclass (`suites.engine`, `suites.launcher`), the pytest plugin with the `sc_`
+fixtures (`pytest_plugin`, which a project's rootdir conftest opts in to with
+`pytest_plugins = ["shadowclone_testing.pytest_plugin"]`) and the helpers tests share
+(`harness`, `serving`, `containers`, `hostile`, `web`, `mcp_client`, `installs`, `owner`).
 """
 
 from __future__ import annotations

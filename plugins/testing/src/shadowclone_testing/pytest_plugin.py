@@ -1,12 +1,21 @@
-"""The fixtures a test of shadowclone or of a plugin needs, loaded by pytest through the
-`pytest11` entry point of shadowclone-testing:
+"""The fixtures a test of shadowclone or of a plugin needs. pytest does not load this plugin
+by itself: a project opts in from its top conftest.py (the one in pytest's rootdir) with
 
-- `home`: a fresh SHADOWCLONE_HOME (the scripted engine, the fake launcher) for this test;
-- `node`: the local node over it; `cli`: `shadowclone ARGS...` run in this process;
-- `folder`: an empty run folder, as the run program sees it inside a clone;
-- `scripts` and `ready`: the fake launcher's test scripts (`ready` also sets up acme/app);
-- `owner`: the owner of you/app on a fake GitHub, for whole clones through the CLI;
-- `engines_on_path`: the engine CLIs a test class names in `engine_binaries`, first on PATH.
+    pytest_plugins = ["shadowclone_testing.pytest_plugin"]
+
+Every fixture it offers carries the prefix `sc_`, so none shadows or takes a project's own:
+
+- `sc_home`: a fresh SHADOWCLONE_HOME (the scripted engine, the fake launcher) for this test;
+- `sc_node`: the local node over it; `sc_cli`: `shadowclone ARGS...` run in this process;
+- `sc_folder`: an empty run folder, as the run program sees it inside a clone;
+- `sc_scripts` and `sc_ready`: the fake launcher's test scripts (`sc_ready` also sets up
+  acme/app);
+- `sc_owner`: the owner of you/app on a fake GitHub, for whole clones through the CLI;
+- `sc_engines_on_path`: the engine CLIs a test class names in `engine_binaries`, first on PATH;
+- `sc_devcontainer_cli`: the pinned Dev Containers CLI.
+
+It also makes pytest's own `tmp_path` (and the folders above it) reachable by the fake
+launcher's engine user when run as root.
 
 Every fake GitHub a test starts in this process checks its REST exchanges against GitHub's
 OpenAPI description (fakes/github/openapi.py), and a test whose exchanges broke it fails.
@@ -39,7 +48,7 @@ from shadowclone_testing.serving import Scripts, remove_all
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
+def sc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
     """A fresh SHADOWCLONE_HOME with a config for the scripted engine and the fake launcher."""
     root = tmp_path / "home"
     monkeypatch.setenv(HOME_VARIABLE, str(root))
@@ -47,12 +56,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
 
 
 @pytest.fixture
-def node(home: Paths) -> LocalNode:
-    return local_node(home)
+def sc_node(sc_home: Paths) -> LocalNode:
+    return local_node(sc_home)
 
 
 @pytest.fixture
-def cli(home: Paths, capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+def sc_cli(sc_home: Paths, capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
     """Run `shadowclone ARGS...` in this process; returns exit code, stdout and stderr."""
     from shadowclone.cli import main
 
@@ -66,7 +75,7 @@ def cli(home: Paths, capsys: pytest.CaptureFixture[str]) -> Callable[..., CliRes
 
 
 @pytest.fixture
-def folder(tmp_path: Path) -> RunFolder:
+def sc_folder(tmp_path: Path) -> RunFolder:
     """An empty run folder, as the run program sees it inside a clone."""
     path = tmp_path / "clone"
     path.mkdir()
@@ -74,7 +83,7 @@ def folder(tmp_path: Path) -> RunFolder:
 
 
 @pytest.fixture
-def engines_on_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Path:
+def sc_engines_on_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Put the engine CLIs first on PATH and return their folder (`harness.engines_bin`).
 
     A test class names the programs it needs in `engine_binaries` (default: both). When one is
@@ -93,7 +102,7 @@ def engines_on_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.fixture
-def devcontainer_cli() -> Path:
+def sc_devcontainer_cli() -> Path:
     """The pinned Dev Containers CLI setup reads devcontainer.json with. When it is missing the
     test is skipped with what to run, except under CI=true, where it fails."""
     from shadowclone.environment import devcontainer
@@ -113,8 +122,10 @@ def devcontainer_cli() -> Path:
 
 
 @pytest.fixture
-def scripts(home: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scripts]:
-    """Scripts for the clones of `home`; every fake clone still there is removed afterwards."""
+def sc_scripts(
+    sc_home: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Scripts]:
+    """Scripts for the clones of `sc_home`; every fake clone still there is removed afterwards."""
     found = Scripts(tmp_path / "scripts.json", tmp_path / "starts.jsonl")
     found.save()
     monkeypatch.setenv(SCRIPTS_VARIABLE, str(found.path))
@@ -123,21 +134,21 @@ def scripts(home: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
 
 
 @pytest.fixture
-def ready(home: Paths, scripts: Scripts) -> Scripts:
+def sc_ready(sc_home: Paths, sc_scripts: Scripts) -> Scripts:
     """Scripts, with acme/app set up."""
-    set_up(home)
-    return scripts
+    set_up(sc_home)
+    return sc_scripts
 
 
 @pytest.fixture
-def owner(home: Paths, cli: Callable[..., CliResult], tmp_path: Path) -> Iterator[Owner]:
-    """The owner of you/app on a fake GitHub, with serve started by `owner.serving()`."""
-    with an_owner(home, cli, tmp_path) as found:
+def sc_owner(sc_home: Paths, sc_cli: Callable[..., CliResult], tmp_path: Path) -> Iterator[Owner]:
+    """The owner of you/app on a fake GitHub, with serve started by `sc_owner.serving()`."""
+    with an_owner(sc_home, sc_cli, tmp_path) as found:
         yield found
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _temporary_folders_reachable_by_the_engine(tmp_path_factory: pytest.TempPathFactory) -> None:
+def _sc_temporary_folders_reachable_by_the_engine(tmp_path_factory: pytest.TempPathFactory) -> None:
     """pytest makes its temporary folders closed to other users; the fake launcher's engine
     user must reach the clone's run folder (see `harness.reachable_by_other_users`)."""
     base = tmp_path_factory.getbasetemp()
@@ -153,7 +164,7 @@ def tmp_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _fake_github_kept_to_openapi() -> Iterator[None]:
+def _sc_fake_github_kept_to_openapi() -> Iterator[None]:
     """Fail the test if a fake GitHub answered or was asked something GitHub's OpenAPI
     description does not allow while it ran (violations before it belong to others)."""
     for fake in openapi.watched():

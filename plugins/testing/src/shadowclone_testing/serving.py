@@ -167,7 +167,7 @@ def serving(
 
 
 def make_serve_home(root: Path, parallel: int) -> tuple[Paths, dict[str, str]]:
-    """A home for serve outside the `home` fixture (one per hypothesis example): its paths,
+    """A home for serve outside the `sc_home` fixture (one per hypothesis example): its paths,
     and the variables a serve process for it needs (echo clones by default)."""
     # Searchable by the engine's own user, which the fake launcher uses when run as root.
     root.chmod(root.stat().st_mode | 0o011)

@@ -340,7 +340,7 @@ class EngineScenarios(abc.ABC):
     pytestmark: ClassVar[list[pytest.MarkDecorator]] = [pytest.mark.engines, pytest.mark.anyio]
 
     engine_binaries: ClassVar[tuple[str, ...]]
-    """The CLIs the engine runs, looked up in tools/engines (see conftest `engines_on_path`)."""
+    """The CLIs the engine runs, looked up in tools/engines (the fixture `sc_engines_on_path`)."""
 
     @abc.abstractmethod
     def make_engine(self) -> Engine:
@@ -392,7 +392,7 @@ class EngineScenarios(abc.ABC):
 
     @pytest.fixture
     async def harness(
-        self, engines_on_path: Path, model_server: FakeModelServer, tmp_path: Path
+        self, sc_engines_on_path: Path, model_server: FakeModelServer, tmp_path: Path
     ) -> AsyncIterator[Harness]:
         harness = Harness(
             engine=self.make_engine(),
