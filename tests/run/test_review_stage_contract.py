@@ -8,11 +8,19 @@ otherwise.
 
 from __future__ import annotations
 
+import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from shadowclone.plugin import Family, ReviewContext, ReviewResult, ReviewStageRegistration
+from shadowclone.plugin import (
+    Family,
+    ReviewContext,
+    ReviewResult,
+    ReviewStage,
+    ReviewStageRegistration,
+)
 from shadowclone.plugin.manager import load_registry
 from shadowclone_testing.suites.review_stage import ReviewStageContract
 
@@ -58,24 +66,63 @@ def test_the_built_in_stages_are_all_held_to_the_contract() -> None:
 
 
 class Careless:
-    """A stage that breaks the contract: it names another stage and says nothing it finds."""
+    """A stage that breaks the contract: it names another stage."""
 
     def run(self, context: ReviewContext) -> ReviewResult:
-        subprocess.run(["git", "diff", context.base_ref], cwd=context.workspace, check=True)
-        return ReviewResult("someone-else", True, "fine\nreally")
+        return ReviewResult("someone-else", False, "fine")
 
 
-class CarelessStage(ReviewStageContract):
-    def make_registration(self) -> ReviewStageRegistration:
-        return ReviewStageRegistration(name="careless", summary="breaks", factory=Careless)
+class Silent:
+    """A stage that breaks the contract: it never finds anything, and says so in two lines."""
 
-    def make_context(self, workspace: Path, base_ref: str, *, flawed: bool) -> ReviewContext:
-        return ReviewContext(workspace=workspace, base_ref=base_ref, owner_wrote=True)
+    def run(self, context: ReviewContext) -> ReviewResult:
+        return ReviewResult("broken", True, "fine\nreally")
+
+
+class Fragile:
+    """A stage that breaks the contract: a file name it did not expect makes it raise."""
+
+    def run(self, context: ReviewContext) -> ReviewResult:
+        names = subprocess.run(
+            ["git", "diff", "--name-only", "-z", context.base_ref],
+            cwd=context.workspace,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("\0")
+        for name in filter(None, names):
+            if not re.fullmatch(r"[\w.]+", name, re.ASCII):
+                raise ValueError(f"cannot review {name!r}")
+        return ReviewResult("broken", not context.check_commands, "looked")
+
+
+def broken(stage: Callable[[], ReviewStage]) -> ReviewStageContract:
+    class Broken(ReviewStageContract):
+        def make_registration(self) -> ReviewStageRegistration:
+            return ReviewStageRegistration(name="broken", summary="breaks", factory=stage)
+
+        def make_context(self, workspace: Path, base_ref: str, *, flawed: bool) -> ReviewContext:
+            commands = ("false",) if flawed else ()
+            return ReviewContext(workspace, base_ref, owner_wrote=True, check_commands=commands)
+
+    return Broken()
 
 
 @pytest.mark.parametrize(
-    "test", ["test_an_empty_change_passes", "test_a_flaw_fails_the_stage_with_one_line"]
+    ("stage", "test"),
+    [
+        (Careless, "test_an_empty_change_passes"),
+        (Silent, "test_a_flaw_fails_the_stage_with_one_line"),
+        (Silent, "test_a_sound_change_passes"),
+    ],
 )
-def test_the_suite_catches_a_stage_that_breaks_the_contract(test: str, tmp_path: Path) -> None:
+def test_the_suite_catches_a_stage_that_breaks_the_contract(
+    stage: Callable[[], ReviewStage], test: str, tmp_path: Path
+) -> None:
     with pytest.raises(AssertionError):
-        getattr(CarelessStage(), test)(tmp_path)
+        getattr(broken(stage), test)(tmp_path)
+
+
+def test_the_suite_catches_a_stage_that_odd_file_names_break() -> None:
+    with pytest.raises(AssertionError, match="the stage raised"):
+        broken(Fragile).test_odd_file_names_never_break_the_stage()
