@@ -22,14 +22,14 @@ HOST = st.from_regex(
     repo=NAME,
 )
 def test_an_http_github_gives_the_repository_under_its_own_host(
-    scheme: str, host: str, prefix: str, sc_owner: str, repo: str
+    scheme: str, host: str, prefix: str, owner: str, repo: str
 ) -> None:
     url = f"{scheme}://{host}{prefix}"
-    guess = clone_url_for(url, f"{sc_owner}/{repo}")
+    guess = clone_url_for(url, f"{owner}/{repo}")
     assert guess is not None
     parts = urllib.parse.urlsplit(guess)
     assert (parts.scheme, parts.netloc) == (scheme, host)  # the token goes nowhere else
-    assert parts.path == f"{prefix.rstrip('/')}/{sc_owner}/{repo}.git"
+    assert parts.path == f"{prefix.rstrip('/')}/{owner}/{repo}.git"
 
 
 @given(
