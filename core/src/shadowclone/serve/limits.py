@@ -1,0 +1,112 @@
+"""How many queued clones may start now beyond `parallel_clones`: logins held back after
+their provider said it is overloaded, and the daily cost cap.
+
+Kept apart from the loop: its state (the throttles, the last reckoning of the cost) is its
+own, and `get` and `status` read the throttles from the file it writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+import attrs
+
+from shadowclone.node import schemas
+from shadowclone.node.schemas import Throttles
+from shadowclone.serve.clones import Clone, Current, ServeSettings
+
+log = logging.getLogger(__name__)
+
+
+@attrs.define
+class Throttle:
+    limit: int
+    since: float
+    """When the login was last heard overloaded, or its limit last grew (monotonic)."""
+
+
+class LoginLimits:
+    """The logins held back for an overload, and whether the day's cost is spent."""
+
+    def __init__(
+        self,
+        current: Current,
+        settings: ServeSettings,
+        clones: dict[str, Clone],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.current = current
+        self.settings = settings
+        self.clones = clones
+        """serve's own map of the clones it follows: an overload halves what runs of it."""
+        self.clock = clock
+        self.throttles: dict[str, Throttle] = {}
+        """Logins whose provider said "overloaded": how many of their clones may run now."""
+        self._told: dict[str, int] | None = None
+        """The limits last written to `throttles_file`."""
+        self.spent: tuple[float, float] | None = None
+        """(when, how much): the last reckoning of the daily cost, kept a moment; None to
+        reckon it again (a new cap)."""
+
+    def overloaded(self, login: str) -> None:
+        """Halve how many clones of `login` may run (at least one), once per quiet spell."""
+        running = sum(1 for c in self.clones.values() if c.launched and c.request.login == login)
+        moment = time.monotonic()
+        throttle = self.throttles.get(login)
+        if throttle is not None and moment - throttle.since < self.settings.overload_restore_s:
+            throttle.since = moment  # the same storm: it lasts longer
+            return
+        limit = max(1, min(throttle.limit if throttle else running, running) // 2)
+        self.throttles[login] = Throttle(limit, moment)
+        log.info(
+            "the provider of login %s is overloaded: at most %d of its clones run", login, limit
+        )
+        self.tell()
+
+    def limits(self) -> dict[str, int]:
+        """The logins held back for an overload, each limit grown back by one per quiet
+        `overload_restore_s` and dropped once it reaches `parallel_clones`."""
+        moment = time.monotonic()
+        for login, throttle in list(self.throttles.items()):
+            if moment - throttle.since >= self.settings.overload_restore_s:
+                throttle.limit += 1
+                throttle.since = moment
+                if throttle.limit >= self.current.config.parallel_clones:
+                    del self.throttles[login]
+                    log.info("the provider of login %s is no longer held back", login)
+        self.tell()
+        return {login: throttle.limit for login, throttle in self.throttles.items()}
+
+    def tell(self) -> None:
+        """Write the logins held back, when that changed, for `get` and `status`; serve's
+        own choices never read the file."""
+        limits = {login: throttle.limit for login, throttle in self.throttles.items()}
+        if limits == self._told:
+            return
+        throttles_file = self.current.paths.throttles_file
+        try:
+            schemas.write(throttles_file, Throttles(limits))
+        except OSError as error:
+            log.warning("cannot write %s: %s", throttles_file, error)
+            return
+        self._told = limits
+
+    def over_daily_cost(self) -> bool:
+        """`daily_cost_usd` is spent: queued clones wait (reckoned at most every poll)."""
+        from shadowclone.node.admission import DAY, daily_cost_reason, spent_since
+        from shadowclone.node.index import CloneIndex
+
+        config, paths = self.current.config, self.current.paths
+        cap = config.limits.daily_cost_usd
+        if cap is None:
+            return False
+        moment = time.monotonic()
+        if self.spent is None or moment - self.spent[0] >= self.settings.status_poll_s:
+            spent = spent_since(paths, CloneIndex(paths.clones_dir), self.clock() - DAY)
+            if spent >= cap and (self.spent is None or self.spent[1] < cap):
+                log.info("queued clones wait for %s", daily_cost_reason(spent, cap))
+            self.spent = (moment, spent)
+        return self.spent[1] >= cap
