@@ -7,6 +7,7 @@ needs of the rest of serve is passed in.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable
@@ -20,7 +21,8 @@ from shadowclone import files
 from shadowclone.environment.declared import cache_volumes
 from shadowclone.environment.recipe import recipe_for
 from shadowclone.errors import MalformedFile
-from shadowclone.node.schemas import Handoff, ProgressKind, ProgressLine, State, Step
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import Handoff, ProgressKind, ProgressLine, Record, State, Step
 from shadowclone.node.spares import spare_kind
 from shadowclone.plugin import contract
 from shadowclone.plugin.types import CloneStatus, Launcher, LaunchSpec, NetworkMode
@@ -33,6 +35,9 @@ log = logging.getLogger(__name__)
 
 MAX_HANDOFFS = 4
 """A clone is launched again for its next phase at most this often (a review takes two)."""
+
+RECENT_CLONES = 50
+"""How far back a starting serve looks for the kinds of clones to keep spares for."""
 
 LABEL_CLONE = contract.LABEL_CLONE
 LABEL_TARGET = contract.LABEL_TARGET
@@ -267,3 +272,30 @@ class Launches:
         reason = "vanished: the launcher has no trace of this clone"
         self.helpers.write(clone, records.failed(clone.record, reason, self.clock()))
         self.helpers.forget(clone)
+
+
+def recent_kinds(
+    current: Current, spares: Spares, spec: Callable[[Clone], LaunchSpec]
+) -> list[tuple[str, LaunchSpec]]:
+    """The kinds of the clones requested last (up to `spares`, among the last
+    `RECENT_CLONES`), each with the spec its next clone would launch with: a serve that
+    starts has them ready as if it had launched those clones itself."""
+    from shadowclone.node.index import CloneIndex
+
+    found: dict[str, LaunchSpec] = {}
+    if not spares.possible:
+        return []
+    for clone_id in itertools.islice(CloneIndex(current.paths.clones_dir).newest(), RECENT_CLONES):
+        folder = RunFolder(current.paths.clones_dir / clone_id)
+        try:
+            request = folder.request()
+        except (OSError, MalformedFile):
+            continue  # gone, a start under way, or unreadable: only a spare is lost
+        kind = spare_kind(request)
+        if kind is None or kind in found or request.launcher != current.config.launcher:
+            continue
+        record = Record(id=clone_id, state=State.QUEUED)
+        found[kind] = spec(Clone(folder=folder, request=request, record=record))
+        if len(found) >= current.config.spares:
+            break
+    return list(found.items())

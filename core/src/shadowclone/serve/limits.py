@@ -1,5 +1,6 @@
-"""How many queued clones may start now beyond `parallel_clones`: logins held back after
-their provider said it is overloaded, and the daily cost cap.
+"""The queue: which queued clones may start now. `parallel_clones`, one at a time per login
+that asks it, logins held back after their provider said it is overloaded, and the daily
+cost cap.
 
 Kept apart from the loop: its state (the throttles, the last reckoning of the cost) is its
 own, and `get` and `status` read the throttles from the file it writes.
@@ -10,12 +11,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
 
 import attrs
 
 from shadowclone.node import schemas
-from shadowclone.node.schemas import Throttles
+from shadowclone.node.schemas import State, Throttles
 from shadowclone.serve.clones import Clone, Current, ServeSettings
 
 log = logging.getLogger(__name__)
@@ -110,3 +112,51 @@ class LoginLimits:
                 log.info("queued clones wait for %s", daily_cost_reason(spent, cap))
             self.spent = (moment, spent)
         return self.spent[1] >= cap
+
+    def launch_queued(
+        self,
+        launch: Callable[[Clone], None],
+        sync: Callable[[Clone], None],
+        guard: Callable[[str], AbstractContextManager[None]],
+    ) -> None:
+        """Queued clones start in request order, at most `parallel_clones` at once, and one at
+        a time per login that allows only one, and none past an overload's limit or the daily
+        cost cap. A stopped one is `sync`ed (it never starts); `launch` launches the others."""
+        running = [c for c in self.clones.values() if c.record.state.admitted]
+        queued = sorted(
+            (c for c in self.clones.values() if c.record.state is State.QUEUED),
+            key=lambda c: (c.request.requested_at, c.id),
+        )
+        busy = {c.request.login for c in running}
+        moment = self.clock()
+        # A login whose usage limit is reached takes no new clone until it resets.
+        limited = {
+            c.request.login
+            for c in running
+            if c.record.scheduled_until is not None and c.record.scheduled_until > moment
+        }
+        if queued and self.over_daily_cost():
+            return
+        throttled = self.limits()  # grown back on time, also with no queue
+        per_login: dict[str, int] = {}
+        for c in running:
+            per_login[c.request.login] = per_login.get(c.request.login, 0) + 1
+        for clone in queued:
+            if len(running) >= self.current.config.parallel_clones:
+                return
+            if clone.request.one_at_a_time and clone.request.login in busy:
+                continue
+            if clone.request.login in limited:
+                continue
+            login = clone.request.login
+            if login in throttled and per_login.get(login, 0) >= throttled[login]:
+                continue
+            with guard(clone.id):
+                if clone.folder.stop_marker() is not None:
+                    sync(clone)  # stopped in the queue: never starts
+                    continue
+                launch(clone)
+            if clone.record.state.admitted:
+                running.append(clone)
+                busy.add(clone.request.login)
+                per_login[login] = per_login.get(login, 0) + 1

@@ -21,7 +21,6 @@ they need: launching (serve/launching.py), stopping (serve/stopping.py), records
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import logging.handlers
 import os
@@ -32,14 +31,11 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
-import attrs
 from watchfiles import Change, watch
 
 from shadowclone.config import Config, Paths
-from shadowclone.errors import MalformedFile
-from shadowclone.node.runfolder import RunFolder, is_clone_id
+from shadowclone.node.runfolder import is_clone_id
 from shadowclone.node.schemas import Record, State, now
-from shadowclone.node.spares import spare_kind
 from shadowclone.notify.dispatch import Dispatcher, make_dispatcher
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
@@ -57,22 +53,20 @@ from shadowclone.serve.launching import (
     LABEL_CLONE,
     LABEL_TARGET,
     MAX_HANDOFFS,
-    Launches,
-    LaunchHelpers,
+    RECENT_CLONES,
+    recent_kinds,
 )
-from shadowclone.serve.limits import LoginLimits, Throttle
+from shadowclone.serve.limits import Throttle
 from shadowclone.serve.lock import ServeLock
-from shadowclone.serve.recording import ProgressReader, Recorder
-from shadowclone.serve.retaining import Retention
+from shadowclone.serve.parts import build_parts
 from shadowclone.serve.served_dashboard import ServedDashboard
 from shadowclone.serve.spares import Spares
-from shadowclone.serve.stopping import Stopper
-from shadowclone.serve.sweeping import Cleanup, Recovery, RecoveryHelpers
 
 __all__ = [
     "LABEL_CLONE",
     "LABEL_TARGET",
     "MAX_HANDOFFS",
+    "RECENT_CLONES",
     "Clone",
     "ServeSettings",
     "ServedDashboard",
@@ -85,23 +79,6 @@ log = logging.getLogger(__name__)
 
 WATCHED_NAMES = frozenset({"request.json", "progress.jsonl", "inbox.jsonl", "stop.json"})
 """The run-folder files others write; serve's own writes (record, deliveries) wake nothing."""
-
-RECENT_CLONES = 50
-"""How far back a starting serve looks for the kinds of clones to keep spares for."""
-
-
-@attrs.frozen
-class Parts:
-    """serve's parts, each one place for one job, wired together by `Server`."""
-
-    recorder: Recorder
-    progress: ProgressReader
-    cleanup: Cleanup
-    stopper: Stopper
-    launches: Launches
-    recovery: Recovery
-    limits: LoginLimits
-    retention: Retention
 
 
 class Server:
@@ -135,65 +112,7 @@ class Server:
         """Ids of clones to look at now: from the file watcher and the exit waiters."""
         self._stopping = threading.Event()
         self.spares = Spares(paths.clones_dir, launcher, config.spares, settings.spare_delay_s)
-        self.parts = self._parts(dispatcher, registry)
-
-    def _parts(self, dispatcher: Dispatcher | None, registry: Registry | None) -> Parts:
-        """Each part is given what it needs; records are always written by `self.write`."""
-        current, launcher, settings, clock = self.current, self.launcher, self.settings, self.clock
-        recorder = Recorder(
-            current.config,
-            current.paths,
-            clock=clock,
-            dispatcher=dispatcher,
-            registry=registry,
-            backoff_s=settings.notify_backoff_s,
-        )
-        cleanup = Cleanup(current, launcher, self.clones, write=self.write, clock=clock)
-        stopper = Stopper(
-            launcher,
-            settings,
-            wake=self._events.put,
-            closing=self._closing,
-            write=self.write,
-            forget=cleanup.forget,
-            clock=clock,
-        )
-        limits = LoginLimits(current, settings, self.clones, clock)
-        progress = ProgressReader(
-            write=self.write, overloaded=limits.overloaded, await_exit=stopper.await_exit
-        )
-        launches = Launches(
-            current,
-            launcher,
-            settings,
-            spares=self.spares,
-            stopper=stopper,
-            helpers=LaunchHelpers(
-                write=self.write,
-                forget=cleanup.forget,
-                read_progress=progress.read,
-                deliver=deliver,
-                park=lambda clone, handoff: scheduled.park(self, clone, handoff),
-                wake=self._events.put,
-            ),
-            clock=clock,
-        )
-        recovery = Recovery(
-            current,
-            launcher,
-            cleanup=cleanup,
-            launches=launches,
-            stopper=stopper,
-            helpers=RecoveryHelpers(
-                write=self.write,
-                read_progress=progress.read,
-                deliver=deliver,
-                take_up=lambda clone, status: scheduled.take_up(self, clone, status),
-            ),
-            clock=clock,
-        )
-        retention = Retention(current, settings.retention_s)
-        return Parts(recorder, progress, cleanup, stopper, launches, recovery, limits, retention)
+        self.parts = build_parts(self, dispatcher, registry)
 
     @property
     def config(self) -> Config:
@@ -231,7 +150,7 @@ class Server:
     def _run(self, stop_event: threading.Event, ready: threading.Event | None) -> None:
         self.recover()
         self.spares.begin(self._queued_folders())
-        for kind, spec in self._recent_kinds():
+        for kind, spec in recent_kinds(self.current, self.spares, self.spec):
             self.spares.launched(kind, spec, at_once=True)
         self._last["sweep"] = time.monotonic()
         try:
@@ -255,30 +174,6 @@ class Server:
         for touched in self._changes(stop_event):
             self.step(touched)
         log.info("serve stops; running clones go on and the next serve takes them up")
-
-    def _recent_kinds(self) -> list[tuple[str, LaunchSpec]]:
-        """The kinds of the clones requested last (up to `spares`, among the last
-        `RECENT_CLONES`), each with the spec its next clone would launch with: a serve that
-        starts has them ready as if it had launched those clones itself."""
-        from shadowclone.node.index import CloneIndex
-
-        found: dict[str, LaunchSpec] = {}
-        if not self.spares.possible:
-            return []
-        for clone_id in itertools.islice(CloneIndex(self.paths.clones_dir).newest(), RECENT_CLONES):
-            folder = RunFolder(self.paths.clones_dir / clone_id)
-            try:
-                request = folder.request()
-            except (OSError, MalformedFile):
-                continue  # gone, a start under way, or unreadable: only a spare is lost
-            kind = spare_kind(request)
-            if kind is None or kind in found or request.launcher != self.config.launcher:
-                continue
-            record = Record(id=clone_id, state=State.QUEUED)
-            found[kind] = self.spec(Clone(folder=folder, request=request, record=record))
-            if len(found) >= self.config.spares:
-                break
-        return list(found.items())
 
     def _queued_folders(self) -> list[Path]:
         """The run folders of clones not launched yet: a spare taken there waits for them."""
@@ -429,47 +324,10 @@ class Server:
     # ------------------------------------------------------------------ the queue
 
     def launch_queued(self) -> None:
-        """Queued clones start in request order, at most `parallel_clones` at once, and one at
-        a time per login that allows only one; by the config file as it is now."""
+        """Queued clones start in request order, by the config file as it is now
+        (serve/limits.py); each launch goes through `launch`."""
         self.follow_config()
-        running = [c for c in self.clones.values() if c.record.state.admitted]
-        queued = sorted(
-            (c for c in self.clones.values() if c.record.state is State.QUEUED),
-            key=lambda c: (c.request.requested_at, c.id),
-        )
-        busy = {c.request.login for c in running}
-        moment = self.clock()
-        # A login whose usage limit is reached takes no new clone until it resets.
-        limited = {
-            c.request.login
-            for c in running
-            if c.record.scheduled_until is not None and c.record.scheduled_until > moment
-        }
-        if queued and self.parts.limits.over_daily_cost():
-            return
-        throttled = self.parts.limits.limits()  # grown back on time, also with no queue
-        per_login: dict[str, int] = {}
-        for c in running:
-            per_login[c.request.login] = per_login.get(c.request.login, 0) + 1
-        for clone in queued:
-            if len(running) >= self.config.parallel_clones:
-                return
-            if clone.request.one_at_a_time and clone.request.login in busy:
-                continue
-            if clone.request.login in limited:
-                continue
-            login = clone.request.login
-            if login in throttled and per_login.get(login, 0) >= throttled[login]:
-                continue
-            with self.guard(clone.id):
-                if clone.folder.stop_marker() is not None:
-                    self.sync(clone)  # stopped in the queue: never starts
-                    continue
-                self.launch(clone)
-            if clone.record.state.admitted:
-                running.append(clone)
-                busy.add(clone.request.login)
-                per_login[login] = per_login.get(login, 0) + 1
+        self.parts.limits.launch_queued(self.launch, self.sync, self.guard)
 
     # ------------------------------------------------------------------ what the parts share
 
@@ -491,9 +349,13 @@ class Server:
     def _forget(self, clone: Clone) -> None:
         self.parts.cleanup.forget(clone)
 
-    def _closing(self) -> bool:
+    def closing(self) -> bool:
         """Whether serve stops (`_changes` swaps in the caller's stop event)."""
         return self._stopping.is_set()
+
+    def wake(self, clone_ids: set[str]) -> None:
+        """Have the loop look at these clones now (an empty set: at everything's timers)."""
+        self._events.put(clone_ids)
 
 
 def _clone_of(path: Path) -> str | None:
