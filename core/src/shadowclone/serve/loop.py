@@ -122,14 +122,6 @@ class Server:
     def paths(self) -> Paths:
         return self.current.paths
 
-    @property
-    def dispatcher(self) -> Dispatcher | None:
-        return self.parts.recorder.dispatcher
-
-    @property
-    def skipped(self) -> dict[str, str]:
-        return self.parts.cleanup.skipped
-
     # ------------------------------------------------------------------ the loop
 
     def run(self, stop_event: threading.Event, ready: threading.Event | None = None) -> None:
@@ -438,6 +430,6 @@ def serve_clones(
             server.run(stop_event, ready)
         finally:
             follower.withdraw()
-            if server.dispatcher is not None:
-                server.dispatcher.close()
+            if server.parts.recorder.dispatcher is not None:
+                server.parts.recorder.dispatcher.close()
             dashboard.stop()
