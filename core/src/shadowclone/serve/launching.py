@@ -54,6 +54,8 @@ class LaunchHelpers:
     park: Callable[[Clone, Handoff], None]
     """Follows a clone that exited to wait for its login's usage limit (serve/scheduled.py)."""
     wake: Callable[[set[str]], None]
+    launch: Callable[[Clone], None]
+    """Launches a prepared clone: `Server.launch`, as for every queued clone."""
 
 
 class Launches:
@@ -179,7 +181,7 @@ class Launches:
         clone.prepared = spec
         image = spec.image if spec.image != clone.request.image else None
         self.helpers.write(clone, attrs.evolve(clone.record, image=image))
-        self.launch(clone)
+        self.helpers.launch(clone)
 
     def spec(self, clone: Clone, network: NetworkMode = NetworkMode.OPEN) -> LaunchSpec:
         config, paths = self.current.config, self.current.paths

@@ -82,6 +82,7 @@ def build_parts(server: Server, dispatcher: Dispatcher | None, registry: Registr
             deliver=deliver,
             park=lambda clone, handoff: scheduled.park(server, clone, handoff),
             wake=server.wake,
+            launch=server.launch,
         ),
         clock=clock,
     )
