@@ -30,7 +30,8 @@ from shadowclone.plugin.types import CloneStatus, LaunchState
 from shadowclone.serve import records
 
 if TYPE_CHECKING:
-    from shadowclone.serve.loop import Clone, Server
+    from shadowclone.serve.clones import Clone
+    from shadowclone.serve.loop import Server
 
 log = logging.getLogger(__name__)
 
