@@ -18,9 +18,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, MutableMapping
 from datetime import datetime
 from pathlib import Path
@@ -34,37 +31,26 @@ from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     INBOX_CLOSED,
     SESSION_ID,
-    ChosenBy,
     Handoff,
     InboxKind,
     Request,
     Resume,
     RunMode,
     Step,
-    now,
 )
 from shadowclone.plugin import contract
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
     EarlyStart,
     EngineLimits,
-    EngineRegistration,
-    EngineSession,
     EngineTask,
     NetworkMode,
     Outcome,
     ReviewContext,
-    SecretProviderRegistration,
     StartsEarly,
 )
-from shadowclone.proxy import (
-    PLACEHOLDERS,
-    PROXIED_LOGINS,
-    ModelProxy,
-    credential_for_login,
-    engine_files,
-)
 from shadowclone.run import threads
+from shadowclone.run.access import Caps, ModelAccess, UsageLimits
 from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.ask.reads import GithubReads
@@ -72,12 +58,12 @@ from shadowclone.run.carry import Carry, KeptSession, ReviewLine, read_carry, wr
 from shadowclone.run.cloning import clone_url_for
 from shadowclone.run.context import Context, Trust, gather
 from shadowclone.run.drive import EngineResult, supervise_engine
-from shadowclone.run.drive.caps import CapGate, CapWatch, Reached, priced
+from shadowclone.run.drive.caps import priced
 from shadowclone.run.engine_settings import take_from_base
 from shadowclone.run.github import GithubClient, ReviewThread
 from shadowclone.run.headstart import PRIVATE_AREA, HeadStart
 from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
-from shadowclone.run.inbox import FileWatch, delivered, set_on_stop
+from shadowclone.run.inbox import delivered, set_on_stop
 from shadowclone.run.plan import Mode, Plan, resolve
 from shadowclone.run.progress import AskRelay, ProgressWriter
 from shadowclone.run.prompt import FIX_PROMPT, RESUME_PROMPT, build_prompt
@@ -149,9 +135,6 @@ class CloneRun:
         self.head_start = head_start
         """The clone, the reads and the workspace the entry point began (run/headstart.py),
         for the target and workspace steps to take."""
-        self.egress_proxy = egress_proxy
-        """How a network-off clone reaches the model's host; only the run program holds it."""
-        self.login_state = login_state
         self.request = request
         self.secrets = secrets
         self.workspace_path = workspace_path
@@ -169,35 +152,26 @@ class CloneRun:
         self._asks_served = False
         self._cloning: asyncio.Future[None] | None = None
         """The repository's clone, begun as soon as the target names it."""
-        self.caps = CapWatch(request.caps)
+        self.stop = asyncio.Event()
+        self.caps = Caps(request, self.progress, self.ask_service)
         """What the engine has used of the clone's caps (counted from the engine's start)."""
-        self.cap_gate = CapGate(self.caps, self._on_cap)
-        """Holds the working engine's model requests at a reached cap."""
-        self._held = 0
-        """Model requests waiting at the proxy for the login's usage limit to reset (those of
-        a review's consultation; the working session is ended instead)."""
-        self._overload_said = -float("inf")
-        self._working: EngineSession | None = None
-        """The engine's working session, while it is supervised."""
-        self._consulting = 0
-        """Review consultations under way: a model request may be theirs."""
-        self._resume_at: datetime | None = None
-        """Set when a usage limit ended the working session: when to resume it."""
-        self._scheduled_at = now()
-        """When the working session was last scheduled: a resume marker counts from then."""
-        self._ending: asyncio.Task[None] | None = None
-        """The working session's stop for the usage limit."""
-        self._proxy_ready: asyncio.Task[ModelProxy] | None = None
+        self.limits = UsageLimits(folder, request, self.progress, self.stop, self.caps)
+        self.access = ModelAccess(
+            request,
+            secrets,
+            self.identity,
+            self.progress,
+            self.limits,
+            egress_proxy=egress_proxy,
+            login_state=login_state,
+        )
         self._early: asyncio.Task[tuple[EngineTask, EarlyStart] | None] | None = None
         """The engine's program, started beside the target and workspace steps where the
         engine can (`StartsEarly`); taken by the working session or discarded."""
-        self._proxy_noted = False
         self.engine_area = folder.path / ENGINE_AREA
         """The engine's corner of the run folder: its home, state folders and the ask
         server's lines; nothing the run program trusts is kept there."""
         self.asks = AskRelay(self.engine_area / ASK_OUTBOX, self.progress)
-        self.model_proxy: ModelProxy | None = None
-        self.stop = asyncio.Event()
         self._reviews: list[ReviewLine] = []
         """The reviews of the engine's last turn (run between turns, the session open)."""
         self._failed_checks: list[str] = []
@@ -231,7 +205,7 @@ class CloneRun:
     async def run(self) -> int:
         self._prepare_engine_area()
         await self._serve_asks()
-        self._early_model_proxy()
+        self.access.start_early(self.registry)
         watcher = asyncio.create_task(set_on_stop(self.folder, self.stop))
         relay = asyncio.create_task(self.asks.run())
         loop = asyncio.get_running_loop()
@@ -249,12 +223,7 @@ class CloneRun:
             with contextlib.suppress(asyncio.CancelledError):
                 await relay
             self.identity.reap((CLONE_MARKER, self.request.id))
-            if self.model_proxy is None and self._proxy_ready is not None:
-                self._proxy_ready.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    self.model_proxy = await self._proxy_ready
-            if self.model_proxy is not None:
-                await self.model_proxy.close()
+            await self.access.close()
             await self.ask_service.close()
             for state_dir in self.state_dirs:
                 if state_dir != self._kept_dir:
@@ -336,7 +305,7 @@ class CloneRun:
             self.reads.open(self.plan, self.client, self._trust)
         if handoff.not_before is not None and not self.stop.is_set():
             # Launched before the reset with no word from the owner: wait here.
-            await self._until_reset(handoff.not_before, handoff.at)
+            await self.limits.until_reset(handoff.not_before, handoff.at)
         result, reviews = await self._work(kept)
         if self.network is not NetworkMode.OPEN:
             return self._save_next(carry, result, reviews)
@@ -351,9 +320,9 @@ class CloneRun:
             session_id=parked.session_id,
             state_dir=parked.state_dir.name,
             taken=self._taken_earlier,
-            turns=self.caps.turns,
-            minutes=self.caps.minutes(),
-            cost_usd=self.caps.cost_usd,
+            turns=self.caps.watch.turns,
+            minutes=self.caps.watch.minutes(),
+            cost_usd=self.caps.watch.cost_usd,
             fixes=self._fixes,
         )
         carry = Carry(
@@ -366,7 +335,7 @@ class CloneRun:
             open_threads=tuple(self.open_threads),
         )
         write_carry(self.folder, carry, self.progress_redact)
-        handoff = Handoff(self.network, Resume.SESSION, self._scheduled_at, parked.reset)
+        handoff = Handoff(self.network, Resume.SESSION, self.limits.scheduled_at, parked.reset)
         self.folder.write_handoff(handoff)
         log.info("the clone exits; it is launched again at %s", parked.reset.isoformat())
 
@@ -673,147 +642,6 @@ class CloneRun:
             said += (threads.ASK,)
         return build_prompt(self.plan, self.request.instructions, self.conversation, said)
 
-    async def _login_env(
-        self, engine: EngineRegistration, login: SecretProviderRegistration, state_dir: Path
-    ) -> dict[str, str]:
-        """The engine's login: placeholders and the model proxy's address where the proxy
-        serves the login, so that the engine never holds the credential; else the values."""
-        upstream = self.request.base_url or engine.default_base_url
-        if login.name not in PROXIED_LOGINS or not engine.base_url_env or not upstream:
-            env = self.secrets.engine_env(login, state_dir)
-            if self.request.base_url and engine.base_url_env:
-                env[engine.base_url_env] = self.request.base_url
-            if self.egress_proxy:  # no proxy between: the engine goes out the clone's way
-                env.update({name: self.egress_proxy for name in PROXY_VARIABLES})
-            return env
-        if self.model_proxy is None:
-            if self._proxy_ready is None:
-                self._proxy_ready = asyncio.create_task(self._start_model_proxy(login, upstream))
-            self.model_proxy = await self._proxy_ready
-        env = {secret.env: PLACEHOLDERS[secret.key] for secret in login.secrets if secret.env}
-        for name, text in engine_files(self.model_proxy.credential).items():
-            (state_dir / name).write_text(text, encoding="utf-8")
-        self.identity.share(state_dir)
-        env[engine.base_url_env] = self.model_proxy.engine_base_url
-        return env
-
-    async def _start_model_proxy(
-        self, login: SecretProviderRegistration, upstream: str
-    ) -> ModelProxy:
-        outbound = self.egress_proxy or outbound_proxy(upstream)
-        credential = credential_for_login(
-            login.name,
-            self.secrets.values,
-            state_dir=self.login_state,
-            token_url=self.request.token_url,
-            outbound_proxy=outbound,
-        )
-        proxy = ModelProxy(upstream, credential, outbound_proxy=outbound)
-        proxy.on_usage_limit = self._on_usage_limit
-        proxy.on_overload = self._on_overload
-        proxy.gate = self._admit
-        await proxy.start_tcp()
-        return proxy
-
-    def _on_overload(self, status: int) -> None:
-        """Say so, at most once every `OVERLOAD_NOTE_S`: serve starts fewer clones on the login
-        while it hears of overloads."""
-        moment = time.monotonic()
-        if moment - self._overload_said < OVERLOAD_NOTE_S:
-            return
-        self._overload_said = moment
-        said = f"answered {status}" if status else "could not be reached"
-        self.progress.overloaded(f"the model provider {said}: the request is sent again soon")
-
-    async def _resume_or_stop(self, since: datetime) -> None:
-        """Return once the clone is stopped or the owner says resume (`shadowclone resume`)
-        after `since`."""
-        names = {self.folder.resume_file.name}
-        async with FileWatch(self.folder.path, names) as watch:
-            while not self.stop.is_set():
-                marker = self.folder.resume_marker()
-                if marker is not None and marker.at >= since:
-                    self.progress.note(Step.ENGINE, "the owner resumed the clone")
-                    return
-                stop = asyncio.ensure_future(self.stop.wait())
-                change = asyncio.ensure_future(watch.wait())
-                try:
-                    await asyncio.wait({stop, change}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for task in (stop, change):
-                        task.cancel()
-                    await asyncio.gather(stop, change, return_exceptions=True)
-
-    async def _on_usage_limit(self, reset: datetime) -> bool:
-        """The login's plan is used up until `reset`. The working session is ended before the
-        engine sees the refusal (`_engine` resumes it at the reset; False: the request is not
-        sent again); a review's consultation waits at the proxy instead, and its request is
-        sent again then (True)."""
-        session = self._working
-        if self._resume_at is not None:
-            return False  # another request of the session being ended
-        if session is not None and not self._consulting:
-            self._resume_at, self._scheduled_at = reset, now()
-            what = "the engine ends now and resumes its session at {at}"
-            if self._waits_long(reset):
-                what = (
-                    "the engine ends now, and the clone's process with it; the clone is "
-                    "launched again and resumes the engine's session at {at}"
-                )
-            self._scheduled(reset, what)
-            # A task of its own: the engine hanging up cancels this request's handling, and
-            # must not cancel the stop with it.
-            self._ending = asyncio.create_task(session.stop(), name="end for the usage limit")
-            await asyncio.shield(self._ending)
-            return False
-        return await self._hold_request(reset)
-
-    def _scheduled(self, reset: datetime, what: str) -> None:
-        """Say the clone is scheduled until `reset` (`what` names the time as {at}), and hold
-        the caps' clock meanwhile."""
-        wait = max(0.0, (reset - now()).total_seconds())
-        at = f"{reset.astimezone():%H:%M:%S} (in {wait:.0f} s)"
-        self.progress.scheduled(
-            f"the {self.request.login} login's usage limit is reached: {what.format(at=at)}",
-            reset,
-        )
-        self.caps.pause()
-
-    async def _until_reset(self, reset: datetime, since: datetime) -> None:
-        """Return at `reset`, or earlier when the owner stops the clone or resumes it after
-        `since` (when the owner was told it is scheduled)."""
-        left = max(0.0, (reset - now()).total_seconds())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._resume_or_stop(since), left)
-
-    async def _hold_request(self, reset: datetime) -> bool:
-        """Hold a model request at the proxy until `reset` (or the owner's resume); a stop
-        ends the wait. True: send it again."""
-        since = now()
-        if not self._held:
-            self._scheduled(reset, "the engine waits until {at} and then goes on")
-        self._held += 1
-        try:
-            await self._until_reset(reset, since)
-        finally:
-            self._held -= 1
-            if not self._held:
-                self.caps.resume()
-                if not self.stop.is_set():
-                    self.progress.scheduled("the usage limit has reset: the engine goes on", None)
-        return not self.stop.is_set()
-
-    def _early_model_proxy(self) -> None:
-        """Start the model proxy beside the first steps, where the login is one it serves."""
-        try:
-            engine = self.registry.engine(self.request.engine)
-            login = self.registry.secret_provider(self.request.login)
-        except ShadowcloneError:
-            return  # said when the engine starts
-        upstream = self.request.base_url or engine.default_base_url
-        if login.name in PROXIED_LOGINS and engine.base_url_env and upstream:
-            self._proxy_ready = asyncio.create_task(self._start_model_proxy(login, upstream))
-
     async def _start_engine_early(self) -> None:
         """Start the engine's program now if it can start before its workspace exists: its
         own start then runs beside the target and workspace steps."""
@@ -831,7 +659,7 @@ class CloneRun:
             # The early program reads nothing of the workspace; as most clones work on the
             # owner's head, it is started for that, and a review's task launches anew.
             task = attrs.evolve(await self._task("", web_tools=True), project_settings=True)
-            self._prepare_upstream()  # the engine may ask the provider while it starts
+            self.access.prepare_upstream()  # the engine may ask the provider while it starts
             early = await engine.start_early(task)
             log.info("the engine started early, beside the target and workspace steps")
             return task, early
@@ -855,22 +683,6 @@ class CloneRun:
         if isinstance(started, tuple):
             await started[1].discard()
 
-    def _prepare_upstream(self) -> None:
-        """The model proxy's client to the provider, needed from the engine's first request on
-        (made in a thread; not before the engine starts: the first steps need the CPU)."""
-        if self.model_proxy is not None:
-            self.model_proxy.prepare_client()
-
-    def _note_proxy(self) -> None:
-        """Say once, as the first session starts, that the engine goes through the proxy."""
-        if self.model_proxy is not None and not self._proxy_noted:
-            self._proxy_noted = True
-            self.progress.note(
-                Step.ENGINE,
-                f"the engine reaches {self.model_proxy.upstream_base} through the model proxy, "
-                "which holds the login",
-            )
-
     async def _task(
         self, prompt: str, web_tools: bool, resume: str = "", state_dir: Path | None = None
     ) -> EngineTask:
@@ -882,7 +694,7 @@ class CloneRun:
             state_dir = Path(tempfile.mkdtemp(prefix="state-", dir=self.engine_area))
             self.identity.share(state_dir)
             self.state_dirs.append(state_dir)
-        env = await self._login_env(engine, login, state_dir)
+        env = await self.access.login_env(engine, login, state_dir)
         # A home of its own, isolated or not: nothing of the run program's user's shell setup
         # (a login shell's init, its locks and caches) is the engine's to run or to hold.
         env.update({"HOME": str(self.engine_area / "home"), "TMPDIR": str(state_dir)})
@@ -924,12 +736,7 @@ class CloneRun:
         early: tuple[EngineTask, EarlyStart] | None = None
         given = None
         if kept is not None:
-            self.caps = CapWatch(
-                self.request.caps,
-                cost_usd=kept.cost_usd,
-                turns=kept.turns,
-                earlier_minutes=kept.minutes,
-            )
+            self.caps.begin(kept)
             if self.stop.is_set():
                 self.progress.note(Step.ENGINE, "the owner stopped the clone: it saves its work")
                 detail = "the owner stopped the clone"
@@ -961,10 +768,10 @@ class CloneRun:
                     f"the engine goes on with the session of clone {given[0].clone_id}, which "
                     "worked on this pull request",
                 )
-            self.caps = CapWatch(self.request.caps)
-        self._note_proxy()
-        self._prepare_upstream()
-        self.cap_gate = CapGate(self.caps, self._on_cap)
+            self.caps.begin()
+        self.access.note()
+        self.access.prepare_upstream()
+        self.caps.arm()
         while True:
             if early is not None:
                 launched = await early[1].launch(task)
@@ -973,7 +780,7 @@ class CloneRun:
                 launched = await self.registry.engine(self.request.engine).factory().launch(task)
             session = priced(launched, self.request.price)
             messages = delivered(self.folder, kinds={InboxKind.MESSAGE}, taken=self._taken_earlier)
-            self._working = session
+            self.limits.working = session
             try:
                 async with contextlib.aclosing(messages):
                     result = await supervise_engine(
@@ -984,12 +791,12 @@ class CloneRun:
                         self.request.stall_timeout_s,
                         on_idle=self._reviews_between_turns,
                         close_inbox=self.close_inbox,
-                        gate=self.cap_gate,
+                        gate=self.caps.gate,
                         # Held at the proxy, or being ended for the usage limit: no stall.
-                        held=lambda: self._held > 0 or self._resume_at is not None,
+                        held=self.limits.holding,
                     )
             finally:
-                self._working = None
+                self.limits.working = None
             self._taken_earlier = tuple(dict.fromkeys([*self._taken_earlier, *result.taken]))
             result = attrs.evolve(result, taken=self._taken_earlier)
             if session.session_id and SESSION_ID.fullmatch(session.session_id):
@@ -1002,10 +809,7 @@ class CloneRun:
                 )
                 given, task = None, await self._task(prompt, web_tools)
                 continue
-            reset, self._resume_at = self._resume_at, None
-            ending, self._ending = self._ending, None
-            if ending is not None:
-                await asyncio.gather(ending, return_exceptions=True)
+            reset = await self.limits.take_reset()
             if reset is None or self.stop.is_set():
                 return result
             resume = session.session_id or ""
@@ -1018,10 +822,10 @@ class CloneRun:
                     detail="the usage limit ended the engine, which named no session to resume "
                     f"(it said {resume[:80]!r})",
                 )
-            if self._waits_long(reset) and task.state_dir.parent == self.engine_area:
+            if self.limits.waits_long(reset) and task.state_dir.parent == self.engine_area:
                 raise Parked(resume, task.state_dir, reset)
-            await self._until_reset(reset, self._scheduled_at)
-            self.caps.resume()
+            await self.limits.until_reset(reset, self.limits.scheduled_at)
+            self.caps.watch.resume()
             if self.stop.is_set():
                 return attrs.evolve(
                     result, outcome=Outcome.STOPPED, detail="the owner stopped the clone"
@@ -1031,52 +835,25 @@ class CloneRun:
             )
             task = await self._task(RESUME_PROMPT, task.web_tools, resume, task.state_dir)
 
-    def _waits_long(self, reset: datetime) -> bool:
-        """Whether the wait for `reset` is long enough to end the clone's process meanwhile
-        (`Request.long_wait_s`)."""
-        return (reset - now()).total_seconds() > self.request.long_wait_s
-
     def _never_went_on(self, result: EngineResult) -> bool:
         """Whether a resumed session failed before its first turn ended (its files could not
         be read back, say): nothing of it reached the owner."""
         return (
             result.outcome is Outcome.FAILED
-            and self.caps.turns == 0
+            and self.caps.watch.turns == 0
             and not result.last_text
             and not self.stop.is_set()
-            and self._resume_at is None
+            and self.limits.resume_at is None
         )
-
-    async def _admit(self) -> None:
-        """Before each model request leaves the proxy: none goes past a cap (`CapGate`)."""
-        await self.cap_gate.admit()
-
-    async def _on_cap(self, reached: Reached) -> bool:
-        """A cap is reached (the engine's model requests held at the proxy): ask the owner
-        whether to raise the cap (and go on, in the same session) or finish; True goes on."""
-        self.progress.note(Step.ENGINE, f"paused: the clone reached {reached.describe()}")
-        raise_it, finish = f"raise the cap by {reached.step()}", "finish now"
-        question = (
-            f"The clone reached {reached.describe()}. Raise the cap by {reached.step()} and go "
-            "on, or finish now (the work so far is saved as a draft pull request)?"
-        )
-        _, choice, by = await self.ask_service.tool.choose(
-            question, [raise_it, finish], finish, cap=True
-        )
-        if choice != raise_it or by is not ChosenBy.OWNER:
-            return False
-        caps = self.caps.raise_cap(reached.kind)
-        self.progress.note(Step.ENGINE, f"the owner raised the cap; caps now {caps.describe()}")
-        return True
 
     async def _consult(self, prompt: str) -> str:
         task = await self._task(prompt, web_tools=False)
-        self._note_proxy()
+        self.access.note()
         session = priced(
             await self.registry.engine(self.request.engine).factory().launch(task),
             self.request.price,
         )
-        self._consulting += 1
+        self.limits.consulting += 1
         try:
             result = await supervise_engine(
                 session,
@@ -1084,10 +861,10 @@ class CloneRun:
                 None,
                 self.stop,
                 self.request.stall_timeout_s,
-                held=lambda: self._held > 0,
+                held=lambda: self.limits.held > 0,
             )
         finally:
-            self._consulting -= 1
+            self.limits.consulting -= 1
         return result.last_text
 
     async def _review(self) -> list[ReviewLine]:
@@ -1172,35 +949,18 @@ class CloneRun:
                 changes = self.workspace.diff_stat()
         progress, _, _ = self.folder.progress()
         inbox, _, _ = self.folder.inbox()
-        proxy = self.model_proxy
         return final_report(
             Ending(
                 target=self.plan.describe() if self.plan else self.request.target.key,
                 result=result,
                 reviews=reviews,
                 saved=saved,
-                login_problem=(proxy.credential.problem or "") if proxy is not None else "",
+                login_problem=self.access.login_problem(),
                 changes=changes,
-                usage=usage_line(progress, self.caps.turns, self.caps.minutes()),
+                usage=usage_line(progress, self.caps.watch.turns, self.caps.watch.minutes()),
                 fates=message_fates(inbox, result),
             )
         )
-
-
-OVERLOAD_NOTE_S = 10.0
-"""The least time between two progress lines about an overloaded provider."""
-
-PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
-
-
-def outbound_proxy(upstream: str) -> str | None:
-    """The proxy this process must use to reach `upstream`, from the usual variables (a
-    network-off clone's way out)."""
-    host = urllib.parse.urlsplit(upstream).hostname or ""
-    if urllib.request.proxy_bypass(host):
-        return None
-    proxies = urllib.request.getproxies_environment()
-    return proxies.get(urllib.parse.urlsplit(upstream).scheme) or proxies.get("all")
 
 
 def scrub_environment(environ: MutableMapping[str, str]) -> None:
