@@ -46,7 +46,6 @@ from shadowclone.plugin.types import (
     EngineTask,
     NetworkMode,
     Outcome,
-    ReviewContext,
     StartsEarly,
 )
 from shadowclone.run import threads
@@ -66,16 +65,15 @@ from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identi
 from shadowclone.run.inbox import delivered, set_on_stop
 from shadowclone.run.plan import Mode, Plan, resolve
 from shadowclone.run.progress import AskRelay, ProgressWriter
-from shadowclone.run.prompt import FIX_PROMPT, RESUME_PROMPT, build_prompt
+from shadowclone.run.prompt import RESUME_PROMPT, build_prompt
 from shadowclone.run.redact import (
     RedactedDescriptors,
     Redactor,
     redact_tokens,
 )
-from shadowclone.run.report import Ending, final_report, message_fates, pr_body, usage_line
 from shadowclone.run.review.findings import FindingsTool
-from shadowclone.run.review.runner import run_review_stages
-from shadowclone.run.save import Saved, save
+from shadowclone.run.reviewing import Reviewing
+from shadowclone.run.saving import Finished, Saving
 from shadowclone.run.secrets import Secrets
 from shadowclone.run.sessions import Sessions
 from shadowclone.run.workspace import Workspace, clone, prepare, trust_work_tree
@@ -172,12 +170,17 @@ class CloneRun:
         """The engine's corner of the run folder: its home, state folders and the ask
         server's lines; nothing the run program trusts is kept there."""
         self.asks = AskRelay(self.engine_area / ASK_OUTBOX, self.progress)
-        self._reviews: list[ReviewLine] = []
-        """The reviews of the engine's last turn (run between turns, the session open)."""
-        self._failed_checks: list[str] = []
-        """The output of the last reviews' failing stages that ran the repository's checks."""
-        self._fixes = 0
-        """Fix rounds used: failing checks sent back to the engine."""
+        self.reviewing = Reviewing(
+            request,
+            registry,
+            self.identity,
+            self.progress,
+            self.stop,
+            self.access,
+            self.limits,
+            self._consultation_task,
+            self.engine_area / "home",
+        )
         self._taken_earlier: tuple[str, ...] = ()
         """Messages earlier sessions took (a usage limit ended them): taken all the same."""
         self._inbox_closed = False
@@ -192,6 +195,15 @@ class CloneRun:
         self.state_dirs: list[Path] = []
         self.sessions = Sessions(
             folder, request, self.registry, self.identity, Redactor(secrets.all_values())
+        )
+        self.saving = Saving(
+            folder,
+            request,
+            self.progress,
+            self.progress_redact,
+            self.sessions,
+            self.access,
+            self.caps,
         )
         self._last_session: tuple[EngineTask, str] | None = None
         """The working session's task and id, once it ended: kept for the next clone."""
@@ -285,8 +297,8 @@ class CloneRun:
             return await self._finish(result, [])
         self.network = handoff.network
         self._taken_earlier = kept.taken
-        self._fixes = kept.fixes
-        self._reviews = list(carry.reviews)
+        self.reviewing.fixes = kept.fixes
+        self.reviewing.lines = list(carry.reviews)
         self.findings.findings = list(carry.findings)
         self.open_threads = list(carry.open_threads)
         if self.folder.stop_marker() is not None:
@@ -323,12 +335,12 @@ class CloneRun:
             turns=self.caps.watch.turns,
             minutes=self.caps.watch.minutes(),
             cost_usd=self.caps.watch.cost_usd,
-            fixes=self._fixes,
+            fixes=self.reviewing.fixes,
         )
         carry = Carry(
             self.plan,
             self.workspace.base_ref,
-            reviews=tuple(self._reviews),
+            reviews=tuple(self.reviewing.lines),
             findings=tuple(self.findings.findings),
             conversation=self.conversation,
             session=kept,
@@ -449,7 +461,7 @@ class CloneRun:
             self.progress.error(Step.ENGINE, str(error))
             result = EngineResult(Outcome.FAILED, str(error))
         self.close_inbox(frozenset(result.taken), force=True)
-        return result, self._reviews if result.outcome is Outcome.DONE else []
+        return result, self.reviewing.lines if result.outcome is Outcome.DONE else []
 
     def close_inbox(self, taken: frozenset[str], force: bool) -> bool:
         """Take no more messages, unless one accepted has not reached the engine yet (then
@@ -470,38 +482,28 @@ class CloneRun:
         return True
 
     async def _reviews_between_turns(self) -> Callable[[], str] | None:
-        """Review the turn's result; failing checks of the repository go back to the engine
-        as its next turn, at most `fix_rounds` times. Returned as the follow-up the supervisor
-        makes when it sends it (it drops one whose reviews a message made stale): a round
-        counts only once it is sent."""
-        self._reviews = await self._review()
-        if not self._failed_checks or self._fixes >= self.request.fix_rounds or self.stop.is_set():
-            return None
-        details = "\n\n".join(self._failed_checks)
+        """The reviews of the turn that just ended (`Reviewing.between_turns`)."""
+        assert self.plan is not None and self.workspace is not None
+        return await self.reviewing.between_turns(self.plan, self.workspace)
 
-        def follow_up() -> str:
-            self._fixes += 1
-            self.progress.note(
-                Step.REVIEW,
-                f"the checks failed: they go back to the engine (fix round {self._fixes} of "
-                f"{self.request.fix_rounds})",
-            )
-            return FIX_PROMPT.format(details=details)
-
-        return follow_up
+    async def _consultation_task(self, prompt: str) -> EngineTask:
+        """A review's consultation: a session of its own, without web tools."""
+        return await self._task(prompt, web_tools=False)
 
     async def _finish(self, result: EngineResult, reviews: list[ReviewLine]) -> int:
-        saved: Saved | None = None
-        if self.workspace is not None and self.plan is not None:
-            try:
-                saved = await self._save(result, reviews)
-            except ShadowcloneError as error:
-                self.progress.error(Step.SAVE, f"could not save the work: {error}")
-                if result.outcome is Outcome.DONE:
-                    result = EngineResult(
-                        Outcome.FAILED, f"could not save: {error}", result.last_text
-                    )
-        report = self.report(result, reviews, saved)
+        """Save the work (`Saving`) and write the final line; returns the exit code."""
+        done = Finished(
+            self.plan,
+            self.workspace,
+            self.client,
+            result,
+            reviews,
+            findings=tuple(self.findings.findings),
+            open_threads=tuple(self.open_threads),
+            last_session=self._last_session,
+        )
+        result, saved = await self.saving.save_or_fail(done)
+        report = self.saving.report(self.plan, self.workspace, result, reviews, saved)
         self._finished = True
         self.progress.final(result.outcome, saved.pr_url if saved else None, report)
         return 0 if result.outcome in (Outcome.DONE, Outcome.STOPPED) else 1
@@ -846,121 +848,8 @@ class CloneRun:
             and self.limits.resume_at is None
         )
 
-    async def _consult(self, prompt: str) -> str:
-        task = await self._task(prompt, web_tools=False)
-        self.access.note()
-        session = priced(
-            await self.registry.engine(self.request.engine).factory().launch(task),
-            self.request.price,
-        )
-        self.limits.consulting += 1
-        try:
-            result = await supervise_engine(
-                session,
-                self.progress,
-                None,
-                self.stop,
-                self.request.stall_timeout_s,
-                held=lambda: self.limits.held > 0,
-            )
-        finally:
-            self.limits.consulting -= 1
-        return result.last_text
-
-    async def _review(self) -> list[ReviewLine]:
-        assert self.plan is not None and self.workspace is not None
-        loop = asyncio.get_running_loop()
-
-        def consult(prompt: str) -> str:
-            future = asyncio.run_coroutine_threadsafe(self._consult(prompt), loop)
-            return future.result(timeout=CONSULT_TIMEOUT_S)
-
-        context = ReviewContext(
-            workspace=self.workspace.path,
-            base_ref=self.workspace.base_ref,
-            owner_wrote=self.plan.owner_wrote,
-            check_commands=self.request.check_commands,
-            consult=consult,
-            run_as=self.identity.argv_prefix(),
-            env=self.identity.environment(os.environ, self.engine_area / "home"),
-        )
-        if self.plan.mode is not Mode.REVIEW:
-            # Reviews read the change as commits: commit what the engine left first, as the
-            # engine, in its own repository.
-            await asyncio.to_thread(
-                self.workspace.commit_engine_work, f"shadowclone: work on #{self.plan.number}"
-            )
-        reviewed = await run_review_stages(
-            self.registry.review_stages(), context, self.progress, self.stop
-        )
-        self._failed_checks = reviewed.failed_checks
-        return reviewed.lines
-
-    async def _save(self, result: EngineResult, reviews: list[ReviewLine]) -> Saved:
-        assert self.plan is not None and self.workspace is not None and self.client is not None
-        summary = self.progress_redact(self.summary(result, reviews))
-        saved = await asyncio.to_thread(
-            save,
-            self.workspace,
-            self.plan,
-            self.client,
-            result.outcome,
-            summary,
-            self.progress_redact,
-            self.request.allow_secrets,
-            draft=bool(result.capped),
-            findings=tuple(self.findings.findings),
-        )
-        self.progress.note(Step.SAVE, saved.note + (f": {saved.pr_url}" if saved.pr_url else ""))
-        if self.open_threads and saved.pushed and result.outcome is Outcome.DONE:
-            commit = await asyncio.to_thread(self.workspace.git, "rev-parse", "HEAD")
-            replied, failed = await asyncio.to_thread(
-                threads.reply_in_threads,
-                self.client,
-                self.plan.repository.full_name,
-                self.plan.number,
-                self.open_threads,
-                result.last_text,
-                commit.strip(),
-                self.progress_redact,
-            )
-            self.progress.note(
-                Step.SAVE, f"replied in {replied} of {len(self.open_threads)} open review threads"
-            )
-            for line in failed:
-                self.progress.error(Step.SAVE, f"could not reply in {line}")
-        if saved.pr_url and self._last_session is not None:
-            kept = await asyncio.to_thread(self.sessions.keep, self.plan, *self._last_session)
-            if kept:
-                self.progress.note(Step.SAVE, kept)
-        return saved
-
     def progress_redact(self, text: str) -> str:
         return Redactor(self.secrets.all_values())(text)
-
-    def summary(self, result: EngineResult, reviews: list[ReviewLine]) -> str:
-        """The pull request's body, or the review comment."""
-        return pr_body(result, reviews, self.request.engine, self.request.id)
-
-    def report(self, result: EngineResult, reviews: list[ReviewLine], saved: Saved | None) -> str:
-        changes = ""
-        if self.workspace is not None and self.workspace.base_ref:
-            with contextlib.suppress(ShadowcloneError):
-                changes = self.workspace.diff_stat()
-        progress, _, _ = self.folder.progress()
-        inbox, _, _ = self.folder.inbox()
-        return final_report(
-            Ending(
-                target=self.plan.describe() if self.plan else self.request.target.key,
-                result=result,
-                reviews=reviews,
-                saved=saved,
-                login_problem=self.access.login_problem(),
-                changes=changes,
-                usage=usage_line(progress, self.caps.watch.turns, self.caps.watch.minutes()),
-                fates=message_fates(inbox, result),
-            )
-        )
 
 
 def scrub_environment(environ: MutableMapping[str, str]) -> None:
