@@ -12,16 +12,12 @@ import asyncio
 import atexit
 import contextlib
 import logging
-import os
 import shutil
 import signal
-import sys
-import tempfile
 import threading
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import NoReturn
 
 import attrs
 
@@ -42,15 +38,12 @@ from shadowclone.plugin import contract
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
     EarlyStart,
-    EngineLimits,
     EngineTask,
     NetworkMode,
     Outcome,
-    StartsEarly,
 )
 from shadowclone.run import threads
 from shadowclone.run.access import Caps, ModelAccess, UsageLimits
-from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.ask.reads import GithubReads
 from shadowclone.run.carry import Carry, KeptSession, ReviewLine, read_carry, write_carry
@@ -58,10 +51,11 @@ from shadowclone.run.cloning import clone_url_for
 from shadowclone.run.context import Context, Trust, gather
 from shadowclone.run.drive import EngineResult, supervise_engine
 from shadowclone.run.drive.caps import priced
+from shadowclone.run.early import EarlyEngine
 from shadowclone.run.engine_settings import take_from_base
 from shadowclone.run.github import GithubClient, ReviewThread
 from shadowclone.run.headstart import PRIVATE_AREA, HeadStart
-from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
+from shadowclone.run.identity import EngineIdentity
 from shadowclone.run.inbox import delivered, set_on_stop
 from shadowclone.run.plan import Mode, Plan, resolve
 from shadowclone.run.progress import AskRelay, ProgressWriter
@@ -76,17 +70,13 @@ from shadowclone.run.reviewing import Reviewing
 from shadowclone.run.saving import Finished, Saving
 from shadowclone.run.secrets import Secrets
 from shadowclone.run.sessions import Sessions
+from shadowclone.run.tasks import Tasks
 from shadowclone.run.workspace import Workspace, clone, prepare, trust_work_tree
 
 log = logging.getLogger(__name__)
 
-RUN_FOLDER_VARIABLE = contract.RUN_FOLDER_VARIABLE
-SECRETS_VARIABLE = contract.SECRETS_VARIABLE
-WORKSPACE_VARIABLE = contract.WORKSPACE_VARIABLE
-DEFAULT_RUN_FOLDER = Path(contract.CONTAINER_RUN_FOLDER)
-DEFAULT_SECRETS_FILE = Path(contract.CONTAINER_SECRETS_FILE)
-CONSULT_TIMEOUT_S = 20 * 60.0
 CLONE_MARKER = contract.CLONE_ID_VARIABLE
+"""Names the processes of this clone (`EngineIdentity.reap`)."""
 ENGINE_AREA = "engine"
 ASK_OUTBOX = "asks.jsonl"
 READS_SAID = (
@@ -96,8 +86,6 @@ READS_SAID = (
 )
 CONTEXT_AREA = "context"
 """Where the engine's corner keeps the images pasted into the conversation."""
-EGRESS_VARIABLE = contract.EGRESS_VARIABLE
-LOGIN_STATE_VARIABLE = contract.LOGIN_STATE_VARIABLE
 
 
 class Stopped(Exception):
@@ -147,7 +135,6 @@ class CloneRun:
         self.reads = GithubReads(Redactor(secrets.all_values()))
         self.ask_service.add_tool(self.reads)
         """Served from this process from its start: the engine never waits for it."""
-        self._asks_served = False
         self._cloning: asyncio.Future[None] | None = None
         """The repository's clone, begun as soon as the target names it."""
         self.stop = asyncio.Event()
@@ -163,13 +150,23 @@ class CloneRun:
             egress_proxy=egress_proxy,
             login_state=login_state,
         )
-        self._early: asyncio.Task[tuple[EngineTask, EarlyStart] | None] | None = None
+        self.early = EarlyEngine(registry, request, self.access, self._early_task)
         """The engine's program, started beside the target and workspace steps where the
-        engine can (`StartsEarly`); taken by the working session or discarded."""
+        engine can (`StartsEarly`)."""
         self.engine_area = folder.path / ENGINE_AREA
         """The engine's corner of the run folder: its home, state folders and the ask
         server's lines; nothing the run program trusts is kept there."""
         self.asks = AskRelay(self.engine_area / ASK_OUTBOX, self.progress)
+        self.tasks = Tasks(
+            registry,
+            request,
+            self.identity,
+            self.access,
+            self.ask_service,
+            (folder.path, workspace_path, self.engine_area),
+            self.asks.outbox,
+            self._trusted_head,
+        )
         self.reviewing = Reviewing(
             request,
             registry,
@@ -192,7 +189,6 @@ class CloneRun:
         """A continued pull request's open review threads, answered after the push."""
         self.workspace: Workspace | None = None
         self.client: GithubClient | None = None
-        self.state_dirs: list[Path] = []
         self.sessions = Sessions(
             folder, request, self.registry, self.identity, Redactor(secrets.all_values())
         )
@@ -216,7 +212,7 @@ class CloneRun:
 
     async def run(self) -> int:
         self._prepare_engine_area()
-        await self._serve_asks()
+        await self.tasks.serve_asks()
         self.access.start_early(self.registry)
         watcher = asyncio.create_task(set_on_stop(self.folder, self.stop))
         relay = asyncio.create_task(self.asks.run())
@@ -229,7 +225,7 @@ class CloneRun:
         except Parked:
             return 0  # the next launch resumes the session (`_resume_session`)
         finally:
-            await self._discard_early()
+            await self.early.discard()
             watcher.cancel()
             relay.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -237,7 +233,7 @@ class CloneRun:
             self.identity.reap((CLONE_MARKER, self.request.id))
             await self.access.close()
             await self.ask_service.close()
-            for state_dir in self.state_dirs:
+            for state_dir in self.tasks.state_dirs:
                 if state_dir != self._kept_dir:
                     self.identity.remove(state_dir)
             if self._finished:
@@ -250,7 +246,7 @@ class CloneRun:
     async def _steps(self) -> int:
         handoff = self._take_handoff()
         if handoff is None:
-            await self._start_engine_early()
+            await self.early.start()
             return await self._first_phase()
         carry = read_carry(self.folder)
         self.plan = carry.plan
@@ -488,7 +484,7 @@ class CloneRun:
 
     async def _consultation_task(self, prompt: str) -> EngineTask:
         """A review's consultation: a session of its own, without web tools."""
-        return await self._task(prompt, web_tools=False)
+        return await self.tasks.new(prompt, web_tools=False)
 
     async def _finish(self, result: EngineResult, reviews: list[ReviewLine]) -> int:
         """Save the work (`Saving`) and write the final line; returns the exit code."""
@@ -644,90 +640,9 @@ class CloneRun:
             said += (threads.ASK,)
         return build_prompt(self.plan, self.request.instructions, self.conversation, said)
 
-    async def _start_engine_early(self) -> None:
-        """Start the engine's program now if it can start before its workspace exists: its
-        own start then runs beside the target and workspace steps."""
-        try:
-            engine = self.registry.engine(self.request.engine).factory()
-        except ShadowcloneError:
-            return  # said when the engine starts
-        if isinstance(engine, StartsEarly):
-            self._early = asyncio.create_task(self._early_start(engine), name="engine-early")
-            # The task runs to its first wait before the target's first blocking step.
-            await asyncio.sleep(0)
-
-    async def _early_start(self, engine: StartsEarly) -> tuple[EngineTask, EarlyStart] | None:
-        try:
-            # The early program reads nothing of the workspace; as most clones work on the
-            # owner's head, it is started for that, and a review's task launches anew.
-            task = attrs.evolve(await self._task("", web_tools=True), project_settings=True)
-            self.access.prepare_upstream()  # the engine may ask the provider while it starts
-            early = await engine.start_early(task)
-            log.info("the engine started early, beside the target and workspace steps")
-            return task, early
-        except Exception as error:  # noqa: BLE001 - any failure: the engine starts the usual way
-            # The launch once the workspace is ready says what is wrong, where it belongs.
-            log.warning("the engine could not start early: %s", error)
-            return None
-
-    async def _take_early(self) -> tuple[EngineTask, EarlyStart] | None:
-        early, self._early = self._early, None
-        return None if early is None else await early
-
-    async def _discard_early(self) -> None:
-        """End an engine started early that no session took (a handoff, a failure, a stop);
-        one still starting is cancelled: the clone's end does not wait for it."""
-        early, self._early = self._early, None
-        if early is None:
-            return
-        early.cancel()
-        (started,) = await asyncio.gather(early, return_exceptions=True)
-        if isinstance(started, tuple):
-            await started[1].discard()
-
-    async def _task(
-        self, prompt: str, web_tools: bool, resume: str = "", state_dir: Path | None = None
-    ) -> EngineTask:
-        """The task for a new session, or for going on with session `resume`, whose files the
-        engine keeps in `state_dir`."""
-        engine = self.registry.engine(self.request.engine)
-        login = self.registry.secret_provider(self.request.login)
-        if state_dir is None:
-            state_dir = Path(tempfile.mkdtemp(prefix="state-", dir=self.engine_area))
-            self.identity.share(state_dir)
-            self.state_dirs.append(state_dir)
-        env = await self.access.login_env(engine, login, state_dir)
-        # A home of its own, isolated or not: nothing of the run program's user's shell setup
-        # (a login shell's init, its locks and caches) is the engine's to run or to hold.
-        env.update({"HOME": str(self.engine_area / "home"), "TMPDIR": str(state_dir)})
-        ask_url, ask_headers = (
-            (self.ask_service.url, self.ask_service.headers) if self._asks_served else ("", {})
-        )
-        return EngineTask(
-            workspace=self.workspace_path,
-            prompt=prompt,
-            ask_command=ask_command(self.folder.path, self.request.ask_timeout_s, self.asks.outbox),
-            ask_url=ask_url,
-            ask_headers=ask_headers,
-            env=env,
-            state_dir=state_dir,
-            model=self.request.model,
-            web_tools=web_tools,
-            project_settings=self._trusted_head(),
-            limits=EngineLimits(ask_timeout_s=self.request.ask_timeout_s),
-            run_as=self.identity.argv_prefix(),
-            resume=resume,
-        )
-
-    async def _serve_asks(self) -> None:
-        """Serve the ask server; should it fail to (no loopback port), the engine starts the
-        stdio server from `ask_command` itself."""
-        try:
-            await self.ask_service.start()
-        except OSError as error:
-            log.warning("the ask server could not start in-process: %s", error)
-        else:
-            self._asks_served = True
+    async def _early_task(self) -> EngineTask:
+        """The task an early engine starts for: no prompt yet, the web tools on."""
+        return await self.tasks.new("", web_tools=True)
 
     async def _engine(self, prompt: str, kept: KeptSession | None = None) -> EngineResult:
         """Run the engine's working session to its end: a session a usage limit ended is
@@ -744,17 +659,17 @@ class CloneRun:
                 detail = "the owner stopped the clone"
                 return EngineResult(Outcome.STOPPED, detail, taken=self._taken_earlier)
             state_dir = self.engine_area / kept.state_dir
-            self.state_dirs.append(state_dir)
+            self.tasks.state_dirs.append(state_dir)
             self.progress.scheduled(
                 f"the usage limit has reset: the engine resumes its session {kept.session_id}",
                 None,
             )
-            task = await self._task(prompt, web_tools, kept.session_id, state_dir)
+            task = await self.tasks.new(prompt, web_tools, kept.session_id, state_dir)
         else:
             self.progress.note(Step.ENGINE, f"starting {self.request.engine}")
-            early = await self._take_early()
+            early = await self.early.take()
             if early is None:
-                task = await self._task(prompt, web_tools)
+                task = await self.tasks.new(prompt, web_tools)
             else:
                 task = attrs.evolve(
                     early[0],
@@ -809,7 +724,7 @@ class CloneRun:
                     f"the engine could not go on with clone {given[0].clone_id}'s session "
                     f"({result.detail[:200] or 'it ended'}): it starts afresh",
                 )
-                given, task = None, await self._task(prompt, web_tools)
+                given, task = None, await self.tasks.new(prompt, web_tools)
                 continue
             reset = await self.limits.take_reset()
             if reset is None or self.stop.is_set():
@@ -835,7 +750,7 @@ class CloneRun:
             self.progress.scheduled(
                 f"the usage limit has reset: the engine resumes its session {resume}", None
             )
-            task = await self._task(RESUME_PROMPT, task.web_tools, resume, task.state_dir)
+            task = await self.tasks.new(RESUME_PROMPT, task.web_tools, resume, task.state_dir)
 
     def _never_went_on(self, result: EngineResult) -> bool:
         """Whether a resumed session failed before its first turn ended (its files could not
@@ -850,19 +765,6 @@ class CloneRun:
 
     def progress_redact(self, text: str) -> str:
         return Redactor(self.secrets.all_values())(text)
-
-
-def scrub_environment(environ: MutableMapping[str, str]) -> None:
-    """Drop the run program's own variables from its environment, which the engine inherits:
-    they were read at start and are kept in memory."""
-    for key in [key for key in environ if key.startswith("SHADOWCLONE_")]:
-        if key not in (CLONE_MARKER, "SHADOWCLONE_SCRIPT"):
-            del environ[key]
-
-
-def _env_path(name: str, default: Path) -> Path:
-    value = os.environ.get(name)
-    return Path(value) if value else default
 
 
 async def run_clone(
@@ -933,66 +835,3 @@ async def _run_clone(
         head_start=head_start,
     )
     return await run.run()
-
-
-def main(head_start: HeadStart | None = None) -> int:
-    """The run program, from its entry point (run/headstart.py), which may have begun the
-    clone and the target's reads (`head_start`)."""
-    try:
-        return _main(head_start)
-    finally:
-        if head_start is not None:
-            head_start.close()  # what no step took
-
-
-def _main(head_start: HeadStart | None) -> int:
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s"
-    )
-    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per file change
-    folder = RunFolder(_env_path(RUN_FOLDER_VARIABLE, DEFAULT_RUN_FOLDER))
-    secrets_file = _env_path(SECRETS_VARIABLE, DEFAULT_SECRETS_FILE)
-    workspace = os.environ.get(WORKSPACE_VARIABLE)
-    egress_proxy = os.environ.get(EGRESS_VARIABLE) or None
-    login_state = os.environ.get(LOGIN_STATE_VARIABLE)
-    try:
-        identity = engine_identity()
-    except ShadowcloneError as error:
-        ProgressWriter(folder, redact_tokens).final(Outcome.FAILED, None, str(error))
-        print(f"shadowclone-run: {error}", file=sys.stderr)
-        return 2
-    scrub_environment(os.environ)
-    if identity.isolated:
-        os.umask(
-            SHARED_UMASK
-        )  # what the run program makes in shared folders, the engine may change
-    log.info("%s", identity.describe())
-    try:
-        return asyncio.run(
-            run_clone(
-                folder,
-                secrets_file,
-                Path(workspace) if workspace else None,
-                identity=identity,
-                egress_proxy=egress_proxy,
-                login_state=Path(login_state) if login_state else None,
-                own_output_redacted=True,
-                head_start=head_start,
-            )
-        )
-    except ShadowcloneError as error:
-        print(f"shadowclone-run: {error}", file=sys.stderr)
-        return 2
-
-
-def main_exit(head_start: HeadStart | None = None) -> NoReturn:
-    """Run `main` and end the process at once: by then every file is written and closed, and
-    the interpreter's own teardown (about 60 ms of freeing modules) would only delay the moment
-    serve sees the clone end. The exit hooks (logging's flush, the redacted output's last
-    lines) still run."""
-    code = main(head_start)
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
