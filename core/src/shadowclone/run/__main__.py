@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from shadowclone.run.headstart import main_exit
+from shadowclone.run.entry import main_exit
 
 main_exit()

@@ -1,5 +1,5 @@
-"""The run program's entry point: a first launch's clone, GitHub reads and workspace begin
-before the run program is imported.
+"""The entry point's head start (run/entry.py): a first launch's clone, GitHub reads and
+workspace begin before the run program is imported.
 
 Importing the run program takes a Python process about 0.13 s in the clone image, and the
 clone's first steps need little of it: cloning the repository and reading the target wait on
@@ -20,7 +20,7 @@ import threading
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from shadowclone import contract, files
 from shadowclone.errors import ShadowcloneError
@@ -259,11 +259,3 @@ def _plain_request(request: Any) -> tuple[TargetFields, str, str] | None:
     if type(number) is not int or not (kind is None or isinstance(kind, str)):
         return None
     return (owner, repo, number, kind), github_url, api_url
-
-
-def main_exit() -> NoReturn:
-    """The entry point `shadowclone-run` (and `python -m shadowclone.run`)."""
-    head = HeadStart.begin(os.environ)
-    from shadowclone.run.program import main_exit as run_program
-
-    run_program(head)

@@ -12,19 +12,12 @@ import asyncio
 import atexit
 import contextlib
 import logging
-import os
 import shutil
 import signal
-import sys
-import tempfile
 import threading
-import time
-import urllib.parse
-import urllib.request
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import NoReturn
 
 import attrs
 
@@ -34,35 +27,20 @@ from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     INBOX_CLOSED,
     SESSION_ID,
-    ChosenBy,
     Handoff,
     InboxKind,
     Request,
     Resume,
     RunMode,
     Step,
-    now,
 )
 from shadowclone.plugin import contract
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import (
     EarlyStart,
-    EngineLimits,
-    EngineRegistration,
-    EngineSession,
     EngineTask,
     NetworkMode,
     Outcome,
-    ReviewContext,
-    SecretProviderRegistration,
-    StartsEarly,
-)
-from shadowclone.proxy import (
-    PLACEHOLDERS,
-    PROXIED_LOGINS,
-    ModelProxy,
-    credential_for_login,
-    engine_files,
 )
 from shadowclone.proxy.secrets import Secrets
 from shadowclone.redact import (
@@ -71,38 +49,34 @@ from shadowclone.redact import (
     redact_tokens,
 )
 from shadowclone.run import threads
-from shadowclone.run.ask import ask_command
+from shadowclone.run.access import Caps, ModelAccess, UsageLimits
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.ask.reads import GithubReads
 from shadowclone.run.carry import Carry, KeptSession, ReviewLine, read_carry, write_carry
 from shadowclone.run.cloning import clone_url_for
 from shadowclone.run.context import Context, Trust, gather
 from shadowclone.run.drive import EngineResult, supervise_engine
-from shadowclone.run.drive.caps import CapGate, CapWatch, Reached, priced
+from shadowclone.run.drive.caps import priced
+from shadowclone.run.early import EarlyEngine
 from shadowclone.run.engine_settings import take_from_base
 from shadowclone.run.github import GithubClient, ReviewThread
 from shadowclone.run.headstart import PRIVATE_AREA, HeadStart
-from shadowclone.run.identity import SHARED_UMASK, EngineIdentity, engine_identity
-from shadowclone.run.inbox import FileWatch, delivered, set_on_stop
+from shadowclone.run.identity import EngineIdentity
+from shadowclone.run.inbox import delivered, set_on_stop
 from shadowclone.run.plan import Mode, Plan, resolve
 from shadowclone.run.progress import AskRelay, ProgressWriter
-from shadowclone.run.prompt import FIX_PROMPT, RESUME_PROMPT, build_prompt
-from shadowclone.run.report import Ending, final_report, message_fates, pr_body, usage_line
+from shadowclone.run.prompt import RESUME_PROMPT, build_prompt
 from shadowclone.run.review.findings import FindingsTool
-from shadowclone.run.review.runner import run_review_stages
-from shadowclone.run.save import Saved, save
+from shadowclone.run.reviewing import Reviewing
+from shadowclone.run.saving import Finished, Saving
 from shadowclone.run.sessions import Sessions
+from shadowclone.run.tasks import Tasks
 from shadowclone.run.workspace import Workspace, clone, prepare, trust_work_tree
 
 log = logging.getLogger(__name__)
 
-RUN_FOLDER_VARIABLE = contract.RUN_FOLDER_VARIABLE
-SECRETS_VARIABLE = contract.SECRETS_VARIABLE
-WORKSPACE_VARIABLE = contract.WORKSPACE_VARIABLE
-DEFAULT_RUN_FOLDER = Path(contract.CONTAINER_RUN_FOLDER)
-DEFAULT_SECRETS_FILE = Path(contract.CONTAINER_SECRETS_FILE)
-CONSULT_TIMEOUT_S = 20 * 60.0
 CLONE_MARKER = contract.CLONE_ID_VARIABLE
+"""Names the processes of this clone (`EngineIdentity.reap`)."""
 ENGINE_AREA = "engine"
 ASK_OUTBOX = "asks.jsonl"
 READS_SAID = (
@@ -112,8 +86,6 @@ READS_SAID = (
 )
 CONTEXT_AREA = "context"
 """Where the engine's corner keeps the images pasted into the conversation."""
-EGRESS_VARIABLE = contract.EGRESS_VARIABLE
-LOGIN_STATE_VARIABLE = contract.LOGIN_STATE_VARIABLE
 
 
 class Stopped(Exception):
@@ -149,9 +121,6 @@ class CloneRun:
         self.head_start = head_start
         """The clone, the reads and the workspace the entry point began (run/headstart.py),
         for the target and workspace steps to take."""
-        self.egress_proxy = egress_proxy
-        """How a network-off clone reaches the model's host; only the run program holds it."""
-        self.login_state = login_state
         self.request = request
         self.secrets = secrets
         self.workspace_path = workspace_path
@@ -166,44 +135,49 @@ class CloneRun:
         self.reads = GithubReads(Redactor(secrets.all_values()))
         self.ask_service.add_tool(self.reads)
         """Served from this process from its start: the engine never waits for it."""
-        self._asks_served = False
         self._cloning: asyncio.Future[None] | None = None
         """The repository's clone, begun as soon as the target names it."""
-        self.caps = CapWatch(request.caps)
+        self.stop = asyncio.Event()
+        self.caps = Caps(request, self.progress, self.ask_service)
         """What the engine has used of the clone's caps (counted from the engine's start)."""
-        self.cap_gate = CapGate(self.caps, self._on_cap)
-        """Holds the working engine's model requests at a reached cap."""
-        self._held = 0
-        """Model requests waiting at the proxy for the login's usage limit to reset (those of
-        a review's consultation; the working session is ended instead)."""
-        self._overload_said = -float("inf")
-        self._working: EngineSession | None = None
-        """The engine's working session, while it is supervised."""
-        self._consulting = 0
-        """Review consultations under way: a model request may be theirs."""
-        self._resume_at: datetime | None = None
-        """Set when a usage limit ended the working session: when to resume it."""
-        self._scheduled_at = now()
-        """When the working session was last scheduled: a resume marker counts from then."""
-        self._ending: asyncio.Task[None] | None = None
-        """The working session's stop for the usage limit."""
-        self._proxy_ready: asyncio.Task[ModelProxy] | None = None
-        self._early: asyncio.Task[tuple[EngineTask, EarlyStart] | None] | None = None
+        self.limits = UsageLimits(folder, request, self.progress, self.stop, self.caps)
+        self.access = ModelAccess(
+            request,
+            secrets,
+            self.identity,
+            self.progress,
+            self.limits,
+            egress_proxy=egress_proxy,
+            login_state=login_state,
+        )
+        self.early = EarlyEngine(registry, request, self.access, self._early_task)
         """The engine's program, started beside the target and workspace steps where the
-        engine can (`StartsEarly`); taken by the working session or discarded."""
-        self._proxy_noted = False
+        engine can (`StartsEarly`)."""
         self.engine_area = folder.path / ENGINE_AREA
         """The engine's corner of the run folder: its home, state folders and the ask
         server's lines; nothing the run program trusts is kept there."""
         self.asks = AskRelay(self.engine_area / ASK_OUTBOX, self.progress)
-        self.model_proxy: ModelProxy | None = None
-        self.stop = asyncio.Event()
-        self._reviews: list[ReviewLine] = []
-        """The reviews of the engine's last turn (run between turns, the session open)."""
-        self._failed_checks: list[str] = []
-        """The output of the last reviews' failing stages that ran the repository's checks."""
-        self._fixes = 0
-        """Fix rounds used: failing checks sent back to the engine."""
+        self.tasks = Tasks(
+            registry,
+            request,
+            self.identity,
+            self.access,
+            self.ask_service,
+            (folder.path, workspace_path, self.engine_area),
+            self.asks.outbox,
+            self._trusted_head,
+        )
+        self.reviewing = Reviewing(
+            request,
+            registry,
+            self.identity,
+            self.progress,
+            self.stop,
+            self.access,
+            self.limits,
+            self._consultation_task,
+            self.engine_area / "home",
+        )
         self._taken_earlier: tuple[str, ...] = ()
         """Messages earlier sessions took (a usage limit ended them): taken all the same."""
         self._inbox_closed = False
@@ -215,9 +189,17 @@ class CloneRun:
         """A continued pull request's open review threads, answered after the push."""
         self.workspace: Workspace | None = None
         self.client: GithubClient | None = None
-        self.state_dirs: list[Path] = []
         self.sessions = Sessions(
             folder, request, self.registry, self.identity, Redactor(secrets.all_values())
+        )
+        self.saving = Saving(
+            folder,
+            request,
+            self.progress,
+            self.progress_redact,
+            self.sessions,
+            self.access,
+            self.caps,
         )
         self._last_session: tuple[EngineTask, str] | None = None
         """The working session's task and id, once it ended: kept for the next clone."""
@@ -230,8 +212,8 @@ class CloneRun:
 
     async def run(self) -> int:
         self._prepare_engine_area()
-        await self._serve_asks()
-        self._early_model_proxy()
+        await self.tasks.serve_asks()
+        self.access.start_early(self.registry)
         watcher = asyncio.create_task(set_on_stop(self.folder, self.stop))
         relay = asyncio.create_task(self.asks.run())
         loop = asyncio.get_running_loop()
@@ -243,20 +225,15 @@ class CloneRun:
         except Parked:
             return 0  # the next launch resumes the session (`_resume_session`)
         finally:
-            await self._discard_early()
+            await self.early.discard()
             watcher.cancel()
             relay.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await relay
             self.identity.reap((CLONE_MARKER, self.request.id))
-            if self.model_proxy is None and self._proxy_ready is not None:
-                self._proxy_ready.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    self.model_proxy = await self._proxy_ready
-            if self.model_proxy is not None:
-                await self.model_proxy.close()
+            await self.access.close()
             await self.ask_service.close()
-            for state_dir in self.state_dirs:
+            for state_dir in self.tasks.state_dirs:
                 if state_dir != self._kept_dir:
                     self.identity.remove(state_dir)
             if self._finished:
@@ -269,7 +246,7 @@ class CloneRun:
     async def _steps(self) -> int:
         handoff = self._take_handoff()
         if handoff is None:
-            await self._start_engine_early()
+            await self.early.start()
             return await self._first_phase()
         carry = read_carry(self.folder)
         self.plan = carry.plan
@@ -316,8 +293,8 @@ class CloneRun:
             return await self._finish(result, [])
         self.network = handoff.network
         self._taken_earlier = kept.taken
-        self._fixes = kept.fixes
-        self._reviews = list(carry.reviews)
+        self.reviewing.fixes = kept.fixes
+        self.reviewing.lines = list(carry.reviews)
         self.findings.findings = list(carry.findings)
         self.open_threads = list(carry.open_threads)
         if self.folder.stop_marker() is not None:
@@ -336,7 +313,7 @@ class CloneRun:
             self.reads.open(self.plan, self.client, self._trust)
         if handoff.not_before is not None and not self.stop.is_set():
             # Launched before the reset with no word from the owner: wait here.
-            await self._until_reset(handoff.not_before, handoff.at)
+            await self.limits.until_reset(handoff.not_before, handoff.at)
         result, reviews = await self._work(kept)
         if self.network is not NetworkMode.OPEN:
             return self._save_next(carry, result, reviews)
@@ -351,22 +328,22 @@ class CloneRun:
             session_id=parked.session_id,
             state_dir=parked.state_dir.name,
             taken=self._taken_earlier,
-            turns=self.caps.turns,
-            minutes=self.caps.minutes(),
-            cost_usd=self.caps.cost_usd,
-            fixes=self._fixes,
+            turns=self.caps.watch.turns,
+            minutes=self.caps.watch.minutes(),
+            cost_usd=self.caps.watch.cost_usd,
+            fixes=self.reviewing.fixes,
         )
         carry = Carry(
             self.plan,
             self.workspace.base_ref,
-            reviews=tuple(self._reviews),
+            reviews=tuple(self.reviewing.lines),
             findings=tuple(self.findings.findings),
             conversation=self.conversation,
             session=kept,
             open_threads=tuple(self.open_threads),
         )
         write_carry(self.folder, carry, self.progress_redact)
-        handoff = Handoff(self.network, Resume.SESSION, self._scheduled_at, parked.reset)
+        handoff = Handoff(self.network, Resume.SESSION, self.limits.scheduled_at, parked.reset)
         self.folder.write_handoff(handoff)
         log.info("the clone exits; it is launched again at %s", parked.reset.isoformat())
 
@@ -480,7 +457,7 @@ class CloneRun:
             self.progress.error(Step.ENGINE, str(error))
             result = EngineResult(Outcome.FAILED, str(error))
         self.close_inbox(frozenset(result.taken), force=True)
-        return result, self._reviews if result.outcome is Outcome.DONE else []
+        return result, self.reviewing.lines if result.outcome is Outcome.DONE else []
 
     def close_inbox(self, taken: frozenset[str], force: bool) -> bool:
         """Take no more messages, unless one accepted has not reached the engine yet (then
@@ -501,38 +478,28 @@ class CloneRun:
         return True
 
     async def _reviews_between_turns(self) -> Callable[[], str] | None:
-        """Review the turn's result; failing checks of the repository go back to the engine
-        as its next turn, at most `fix_rounds` times. Returned as the follow-up the supervisor
-        makes when it sends it (it drops one whose reviews a message made stale): a round
-        counts only once it is sent."""
-        self._reviews = await self._review()
-        if not self._failed_checks or self._fixes >= self.request.fix_rounds or self.stop.is_set():
-            return None
-        details = "\n\n".join(self._failed_checks)
+        """The reviews of the turn that just ended (`Reviewing.between_turns`)."""
+        assert self.plan is not None and self.workspace is not None
+        return await self.reviewing.between_turns(self.plan, self.workspace)
 
-        def follow_up() -> str:
-            self._fixes += 1
-            self.progress.note(
-                Step.REVIEW,
-                f"the checks failed: they go back to the engine (fix round {self._fixes} of "
-                f"{self.request.fix_rounds})",
-            )
-            return FIX_PROMPT.format(details=details)
-
-        return follow_up
+    async def _consultation_task(self, prompt: str) -> EngineTask:
+        """A review's consultation: a session of its own, without web tools."""
+        return await self.tasks.new(prompt, web_tools=False)
 
     async def _finish(self, result: EngineResult, reviews: list[ReviewLine]) -> int:
-        saved: Saved | None = None
-        if self.workspace is not None and self.plan is not None:
-            try:
-                saved = await self._save(result, reviews)
-            except ShadowcloneError as error:
-                self.progress.error(Step.SAVE, f"could not save the work: {error}")
-                if result.outcome is Outcome.DONE:
-                    result = EngineResult(
-                        Outcome.FAILED, f"could not save: {error}", result.last_text
-                    )
-        report = self.report(result, reviews, saved)
+        """Save the work (`Saving`) and write the final line; returns the exit code."""
+        done = Finished(
+            self.plan,
+            self.workspace,
+            self.client,
+            result,
+            reviews,
+            findings=tuple(self.findings.findings),
+            open_threads=tuple(self.open_threads),
+            last_session=self._last_session,
+        )
+        result, saved = await self.saving.save_or_fail(done)
+        report = self.saving.report(self.plan, self.workspace, result, reviews, saved)
         self._finished = True
         self.progress.final(result.outcome, saved.pr_url if saved else None, report)
         return 0 if result.outcome in (Outcome.DONE, Outcome.STOPPED) else 1
@@ -673,247 +640,9 @@ class CloneRun:
             said += (threads.ASK,)
         return build_prompt(self.plan, self.request.instructions, self.conversation, said)
 
-    async def _login_env(
-        self, engine: EngineRegistration, login: SecretProviderRegistration, state_dir: Path
-    ) -> dict[str, str]:
-        """The engine's login: placeholders and the model proxy's address where the proxy
-        serves the login, so that the engine never holds the credential; else the values."""
-        upstream = self.request.base_url or engine.default_base_url
-        if login.name not in PROXIED_LOGINS or not engine.base_url_env or not upstream:
-            env = self.secrets.engine_env(login, state_dir)
-            if self.request.base_url and engine.base_url_env:
-                env[engine.base_url_env] = self.request.base_url
-            if self.egress_proxy:  # no proxy between: the engine goes out the clone's way
-                env.update({name: self.egress_proxy for name in PROXY_VARIABLES})
-            return env
-        if self.model_proxy is None:
-            if self._proxy_ready is None:
-                self._proxy_ready = asyncio.create_task(self._start_model_proxy(login, upstream))
-            self.model_proxy = await self._proxy_ready
-        env = {secret.env: PLACEHOLDERS[secret.key] for secret in login.secrets if secret.env}
-        for name, text in engine_files(self.model_proxy.credential).items():
-            (state_dir / name).write_text(text, encoding="utf-8")
-        self.identity.share(state_dir)
-        env[engine.base_url_env] = self.model_proxy.engine_base_url
-        return env
-
-    async def _start_model_proxy(
-        self, login: SecretProviderRegistration, upstream: str
-    ) -> ModelProxy:
-        outbound = self.egress_proxy or outbound_proxy(upstream)
-        credential = credential_for_login(
-            login.name,
-            self.secrets.values,
-            state_dir=self.login_state,
-            token_url=self.request.token_url,
-            outbound_proxy=outbound,
-        )
-        proxy = ModelProxy(upstream, credential, outbound_proxy=outbound)
-        proxy.on_usage_limit = self._on_usage_limit
-        proxy.on_overload = self._on_overload
-        proxy.gate = self._admit
-        await proxy.start_tcp()
-        return proxy
-
-    def _on_overload(self, status: int) -> None:
-        """Say so, at most once every `OVERLOAD_NOTE_S`: serve starts fewer clones on the login
-        while it hears of overloads."""
-        moment = time.monotonic()
-        if moment - self._overload_said < OVERLOAD_NOTE_S:
-            return
-        self._overload_said = moment
-        said = f"answered {status}" if status else "could not be reached"
-        self.progress.overloaded(f"the model provider {said}: the request is sent again soon")
-
-    async def _resume_or_stop(self, since: datetime) -> None:
-        """Return once the clone is stopped or the owner says resume (`shadowclone resume`)
-        after `since`."""
-        names = {self.folder.resume_file.name}
-        async with FileWatch(self.folder.path, names) as watch:
-            while not self.stop.is_set():
-                marker = self.folder.resume_marker()
-                if marker is not None and marker.at >= since:
-                    self.progress.note(Step.ENGINE, "the owner resumed the clone")
-                    return
-                stop = asyncio.ensure_future(self.stop.wait())
-                change = asyncio.ensure_future(watch.wait())
-                try:
-                    await asyncio.wait({stop, change}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for task in (stop, change):
-                        task.cancel()
-                    await asyncio.gather(stop, change, return_exceptions=True)
-
-    async def _on_usage_limit(self, reset: datetime) -> bool:
-        """The login's plan is used up until `reset`. The working session is ended before the
-        engine sees the refusal (`_engine` resumes it at the reset; False: the request is not
-        sent again); a review's consultation waits at the proxy instead, and its request is
-        sent again then (True)."""
-        session = self._working
-        if self._resume_at is not None:
-            return False  # another request of the session being ended
-        if session is not None and not self._consulting:
-            self._resume_at, self._scheduled_at = reset, now()
-            what = "the engine ends now and resumes its session at {at}"
-            if self._waits_long(reset):
-                what = (
-                    "the engine ends now, and the clone's process with it; the clone is "
-                    "launched again and resumes the engine's session at {at}"
-                )
-            self._scheduled(reset, what)
-            # A task of its own: the engine hanging up cancels this request's handling, and
-            # must not cancel the stop with it.
-            self._ending = asyncio.create_task(session.stop(), name="end for the usage limit")
-            await asyncio.shield(self._ending)
-            return False
-        return await self._hold_request(reset)
-
-    def _scheduled(self, reset: datetime, what: str) -> None:
-        """Say the clone is scheduled until `reset` (`what` names the time as {at}), and hold
-        the caps' clock meanwhile."""
-        wait = max(0.0, (reset - now()).total_seconds())
-        at = f"{reset.astimezone():%H:%M:%S} (in {wait:.0f} s)"
-        self.progress.scheduled(
-            f"the {self.request.login} login's usage limit is reached: {what.format(at=at)}",
-            reset,
-        )
-        self.caps.pause()
-
-    async def _until_reset(self, reset: datetime, since: datetime) -> None:
-        """Return at `reset`, or earlier when the owner stops the clone or resumes it after
-        `since` (when the owner was told it is scheduled)."""
-        left = max(0.0, (reset - now()).total_seconds())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._resume_or_stop(since), left)
-
-    async def _hold_request(self, reset: datetime) -> bool:
-        """Hold a model request at the proxy until `reset` (or the owner's resume); a stop
-        ends the wait. True: send it again."""
-        since = now()
-        if not self._held:
-            self._scheduled(reset, "the engine waits until {at} and then goes on")
-        self._held += 1
-        try:
-            await self._until_reset(reset, since)
-        finally:
-            self._held -= 1
-            if not self._held:
-                self.caps.resume()
-                if not self.stop.is_set():
-                    self.progress.scheduled("the usage limit has reset: the engine goes on", None)
-        return not self.stop.is_set()
-
-    def _early_model_proxy(self) -> None:
-        """Start the model proxy beside the first steps, where the login is one it serves."""
-        try:
-            engine = self.registry.engine(self.request.engine)
-            login = self.registry.secret_provider(self.request.login)
-        except ShadowcloneError:
-            return  # said when the engine starts
-        upstream = self.request.base_url or engine.default_base_url
-        if login.name in PROXIED_LOGINS and engine.base_url_env and upstream:
-            self._proxy_ready = asyncio.create_task(self._start_model_proxy(login, upstream))
-
-    async def _start_engine_early(self) -> None:
-        """Start the engine's program now if it can start before its workspace exists: its
-        own start then runs beside the target and workspace steps."""
-        try:
-            engine = self.registry.engine(self.request.engine).factory()
-        except ShadowcloneError:
-            return  # said when the engine starts
-        if isinstance(engine, StartsEarly):
-            self._early = asyncio.create_task(self._early_start(engine), name="engine-early")
-            # The task runs to its first wait before the target's first blocking step.
-            await asyncio.sleep(0)
-
-    async def _early_start(self, engine: StartsEarly) -> tuple[EngineTask, EarlyStart] | None:
-        try:
-            # The early program reads nothing of the workspace; as most clones work on the
-            # owner's head, it is started for that, and a review's task launches anew.
-            task = attrs.evolve(await self._task("", web_tools=True), project_settings=True)
-            self._prepare_upstream()  # the engine may ask the provider while it starts
-            early = await engine.start_early(task)
-            log.info("the engine started early, beside the target and workspace steps")
-            return task, early
-        except Exception as error:  # noqa: BLE001 - any failure: the engine starts the usual way
-            # The launch once the workspace is ready says what is wrong, where it belongs.
-            log.warning("the engine could not start early: %s", error)
-            return None
-
-    async def _take_early(self) -> tuple[EngineTask, EarlyStart] | None:
-        early, self._early = self._early, None
-        return None if early is None else await early
-
-    async def _discard_early(self) -> None:
-        """End an engine started early that no session took (a handoff, a failure, a stop);
-        one still starting is cancelled: the clone's end does not wait for it."""
-        early, self._early = self._early, None
-        if early is None:
-            return
-        early.cancel()
-        (started,) = await asyncio.gather(early, return_exceptions=True)
-        if isinstance(started, tuple):
-            await started[1].discard()
-
-    def _prepare_upstream(self) -> None:
-        """The model proxy's client to the provider, needed from the engine's first request on
-        (made in a thread; not before the engine starts: the first steps need the CPU)."""
-        if self.model_proxy is not None:
-            self.model_proxy.prepare_client()
-
-    def _note_proxy(self) -> None:
-        """Say once, as the first session starts, that the engine goes through the proxy."""
-        if self.model_proxy is not None and not self._proxy_noted:
-            self._proxy_noted = True
-            self.progress.note(
-                Step.ENGINE,
-                f"the engine reaches {self.model_proxy.upstream_base} through the model proxy, "
-                "which holds the login",
-            )
-
-    async def _task(
-        self, prompt: str, web_tools: bool, resume: str = "", state_dir: Path | None = None
-    ) -> EngineTask:
-        """The task for a new session, or for going on with session `resume`, whose files the
-        engine keeps in `state_dir`."""
-        engine = self.registry.engine(self.request.engine)
-        login = self.registry.secret_provider(self.request.login)
-        if state_dir is None:
-            state_dir = Path(tempfile.mkdtemp(prefix="state-", dir=self.engine_area))
-            self.identity.share(state_dir)
-            self.state_dirs.append(state_dir)
-        env = await self._login_env(engine, login, state_dir)
-        # A home of its own, isolated or not: nothing of the run program's user's shell setup
-        # (a login shell's init, its locks and caches) is the engine's to run or to hold.
-        env.update({"HOME": str(self.engine_area / "home"), "TMPDIR": str(state_dir)})
-        ask_url, ask_headers = (
-            (self.ask_service.url, self.ask_service.headers) if self._asks_served else ("", {})
-        )
-        return EngineTask(
-            workspace=self.workspace_path,
-            prompt=prompt,
-            ask_command=ask_command(self.folder.path, self.request.ask_timeout_s, self.asks.outbox),
-            ask_url=ask_url,
-            ask_headers=ask_headers,
-            env=env,
-            state_dir=state_dir,
-            model=self.request.model,
-            web_tools=web_tools,
-            project_settings=self._trusted_head(),
-            limits=EngineLimits(ask_timeout_s=self.request.ask_timeout_s),
-            run_as=self.identity.argv_prefix(),
-            resume=resume,
-        )
-
-    async def _serve_asks(self) -> None:
-        """Serve the ask server; should it fail to (no loopback port), the engine starts the
-        stdio server from `ask_command` itself."""
-        try:
-            await self.ask_service.start()
-        except OSError as error:
-            log.warning("the ask server could not start in-process: %s", error)
-        else:
-            self._asks_served = True
+    async def _early_task(self) -> EngineTask:
+        """The task an early engine starts for: no prompt yet, the web tools on."""
+        return await self.tasks.new("", web_tools=True)
 
     async def _engine(self, prompt: str, kept: KeptSession | None = None) -> EngineResult:
         """Run the engine's working session to its end: a session a usage limit ended is
@@ -924,28 +653,23 @@ class CloneRun:
         early: tuple[EngineTask, EarlyStart] | None = None
         given = None
         if kept is not None:
-            self.caps = CapWatch(
-                self.request.caps,
-                cost_usd=kept.cost_usd,
-                turns=kept.turns,
-                earlier_minutes=kept.minutes,
-            )
+            self.caps.begin(kept)
             if self.stop.is_set():
                 self.progress.note(Step.ENGINE, "the owner stopped the clone: it saves its work")
                 detail = "the owner stopped the clone"
                 return EngineResult(Outcome.STOPPED, detail, taken=self._taken_earlier)
             state_dir = self.engine_area / kept.state_dir
-            self.state_dirs.append(state_dir)
+            self.tasks.state_dirs.append(state_dir)
             self.progress.scheduled(
                 f"the usage limit has reset: the engine resumes its session {kept.session_id}",
                 None,
             )
-            task = await self._task(prompt, web_tools, kept.session_id, state_dir)
+            task = await self.tasks.new(prompt, web_tools, kept.session_id, state_dir)
         else:
             self.progress.note(Step.ENGINE, f"starting {self.request.engine}")
-            early = await self._take_early()
+            early = await self.early.take()
             if early is None:
-                task = await self._task(prompt, web_tools)
+                task = await self.tasks.new(prompt, web_tools)
             else:
                 task = attrs.evolve(
                     early[0],
@@ -961,10 +685,10 @@ class CloneRun:
                     f"the engine goes on with the session of clone {given[0].clone_id}, which "
                     "worked on this pull request",
                 )
-            self.caps = CapWatch(self.request.caps)
-        self._note_proxy()
-        self._prepare_upstream()
-        self.cap_gate = CapGate(self.caps, self._on_cap)
+            self.caps.begin()
+        self.access.note()
+        self.access.prepare_upstream()
+        self.caps.arm()
         while True:
             if early is not None:
                 launched = await early[1].launch(task)
@@ -973,7 +697,7 @@ class CloneRun:
                 launched = await self.registry.engine(self.request.engine).factory().launch(task)
             session = priced(launched, self.request.price)
             messages = delivered(self.folder, kinds={InboxKind.MESSAGE}, taken=self._taken_earlier)
-            self._working = session
+            self.limits.working = session
             try:
                 async with contextlib.aclosing(messages):
                     result = await supervise_engine(
@@ -984,12 +708,12 @@ class CloneRun:
                         self.request.stall_timeout_s,
                         on_idle=self._reviews_between_turns,
                         close_inbox=self.close_inbox,
-                        gate=self.cap_gate,
+                        gate=self.caps.gate,
                         # Held at the proxy, or being ended for the usage limit: no stall.
-                        held=lambda: self._held > 0 or self._resume_at is not None,
+                        held=self.limits.holding,
                     )
             finally:
-                self._working = None
+                self.limits.working = None
             self._taken_earlier = tuple(dict.fromkeys([*self._taken_earlier, *result.taken]))
             result = attrs.evolve(result, taken=self._taken_earlier)
             if session.session_id and SESSION_ID.fullmatch(session.session_id):
@@ -1000,12 +724,9 @@ class CloneRun:
                     f"the engine could not go on with clone {given[0].clone_id}'s session "
                     f"({result.detail[:200] or 'it ended'}): it starts afresh",
                 )
-                given, task = None, await self._task(prompt, web_tools)
+                given, task = None, await self.tasks.new(prompt, web_tools)
                 continue
-            reset, self._resume_at = self._resume_at, None
-            ending, self._ending = self._ending, None
-            if ending is not None:
-                await asyncio.gather(ending, return_exceptions=True)
+            reset = await self.limits.take_reset()
             if reset is None or self.stop.is_set():
                 return result
             resume = session.session_id or ""
@@ -1018,10 +739,10 @@ class CloneRun:
                     detail="the usage limit ended the engine, which named no session to resume "
                     f"(it said {resume[:80]!r})",
                 )
-            if self._waits_long(reset) and task.state_dir.parent == self.engine_area:
+            if self.limits.waits_long(reset) and task.state_dir.parent == self.engine_area:
                 raise Parked(resume, task.state_dir, reset)
-            await self._until_reset(reset, self._scheduled_at)
-            self.caps.resume()
+            await self.limits.until_reset(reset, self.limits.scheduled_at)
+            self.caps.watch.resume()
             if self.stop.is_set():
                 return attrs.evolve(
                     result, outcome=Outcome.STOPPED, detail="the owner stopped the clone"
@@ -1029,191 +750,21 @@ class CloneRun:
             self.progress.scheduled(
                 f"the usage limit has reset: the engine resumes its session {resume}", None
             )
-            task = await self._task(RESUME_PROMPT, task.web_tools, resume, task.state_dir)
-
-    def _waits_long(self, reset: datetime) -> bool:
-        """Whether the wait for `reset` is long enough to end the clone's process meanwhile
-        (`Request.long_wait_s`)."""
-        return (reset - now()).total_seconds() > self.request.long_wait_s
+            task = await self.tasks.new(RESUME_PROMPT, task.web_tools, resume, task.state_dir)
 
     def _never_went_on(self, result: EngineResult) -> bool:
         """Whether a resumed session failed before its first turn ended (its files could not
         be read back, say): nothing of it reached the owner."""
         return (
             result.outcome is Outcome.FAILED
-            and self.caps.turns == 0
+            and self.caps.watch.turns == 0
             and not result.last_text
             and not self.stop.is_set()
-            and self._resume_at is None
+            and self.limits.resume_at is None
         )
-
-    async def _admit(self) -> None:
-        """Before each model request leaves the proxy: none goes past a cap (`CapGate`)."""
-        await self.cap_gate.admit()
-
-    async def _on_cap(self, reached: Reached) -> bool:
-        """A cap is reached (the engine's model requests held at the proxy): ask the owner
-        whether to raise the cap (and go on, in the same session) or finish; True goes on."""
-        self.progress.note(Step.ENGINE, f"paused: the clone reached {reached.describe()}")
-        raise_it, finish = f"raise the cap by {reached.step()}", "finish now"
-        question = (
-            f"The clone reached {reached.describe()}. Raise the cap by {reached.step()} and go "
-            "on, or finish now (the work so far is saved as a draft pull request)?"
-        )
-        _, choice, by = await self.ask_service.tool.choose(
-            question, [raise_it, finish], finish, cap=True
-        )
-        if choice != raise_it or by is not ChosenBy.OWNER:
-            return False
-        caps = self.caps.raise_cap(reached.kind)
-        self.progress.note(Step.ENGINE, f"the owner raised the cap; caps now {caps.describe()}")
-        return True
-
-    async def _consult(self, prompt: str) -> str:
-        task = await self._task(prompt, web_tools=False)
-        self._note_proxy()
-        session = priced(
-            await self.registry.engine(self.request.engine).factory().launch(task),
-            self.request.price,
-        )
-        self._consulting += 1
-        try:
-            result = await supervise_engine(
-                session,
-                self.progress,
-                None,
-                self.stop,
-                self.request.stall_timeout_s,
-                held=lambda: self._held > 0,
-            )
-        finally:
-            self._consulting -= 1
-        return result.last_text
-
-    async def _review(self) -> list[ReviewLine]:
-        assert self.plan is not None and self.workspace is not None
-        loop = asyncio.get_running_loop()
-
-        def consult(prompt: str) -> str:
-            future = asyncio.run_coroutine_threadsafe(self._consult(prompt), loop)
-            return future.result(timeout=CONSULT_TIMEOUT_S)
-
-        context = ReviewContext(
-            workspace=self.workspace.path,
-            base_ref=self.workspace.base_ref,
-            owner_wrote=self.plan.owner_wrote,
-            check_commands=self.request.check_commands,
-            consult=consult,
-            run_as=self.identity.argv_prefix(),
-            env=self.identity.environment(os.environ, self.engine_area / "home"),
-        )
-        if self.plan.mode is not Mode.REVIEW:
-            # Reviews read the change as commits: commit what the engine left first, as the
-            # engine, in its own repository.
-            await asyncio.to_thread(
-                self.workspace.commit_engine_work, f"shadowclone: work on #{self.plan.number}"
-            )
-        reviewed = await run_review_stages(
-            self.registry.review_stages(), context, self.progress, self.stop
-        )
-        self._failed_checks = reviewed.failed_checks
-        return reviewed.lines
-
-    async def _save(self, result: EngineResult, reviews: list[ReviewLine]) -> Saved:
-        assert self.plan is not None and self.workspace is not None and self.client is not None
-        summary = self.progress_redact(self.summary(result, reviews))
-        saved = await asyncio.to_thread(
-            save,
-            self.workspace,
-            self.plan,
-            self.client,
-            result.outcome,
-            summary,
-            self.progress_redact,
-            self.request.allow_secrets,
-            draft=bool(result.capped),
-            findings=tuple(self.findings.findings),
-        )
-        self.progress.note(Step.SAVE, saved.note + (f": {saved.pr_url}" if saved.pr_url else ""))
-        if self.open_threads and saved.pushed and result.outcome is Outcome.DONE:
-            commit = await asyncio.to_thread(self.workspace.git, "rev-parse", "HEAD")
-            replied, failed = await asyncio.to_thread(
-                threads.reply_in_threads,
-                self.client,
-                self.plan.repository.full_name,
-                self.plan.number,
-                self.open_threads,
-                result.last_text,
-                commit.strip(),
-                self.progress_redact,
-            )
-            self.progress.note(
-                Step.SAVE, f"replied in {replied} of {len(self.open_threads)} open review threads"
-            )
-            for line in failed:
-                self.progress.error(Step.SAVE, f"could not reply in {line}")
-        if saved.pr_url and self._last_session is not None:
-            kept = await asyncio.to_thread(self.sessions.keep, self.plan, *self._last_session)
-            if kept:
-                self.progress.note(Step.SAVE, kept)
-        return saved
 
     def progress_redact(self, text: str) -> str:
         return Redactor(self.secrets.all_values())(text)
-
-    def summary(self, result: EngineResult, reviews: list[ReviewLine]) -> str:
-        """The pull request's body, or the review comment."""
-        return pr_body(result, reviews, self.request.engine, self.request.id)
-
-    def report(self, result: EngineResult, reviews: list[ReviewLine], saved: Saved | None) -> str:
-        changes = ""
-        if self.workspace is not None and self.workspace.base_ref:
-            with contextlib.suppress(ShadowcloneError):
-                changes = self.workspace.diff_stat()
-        progress, _, _ = self.folder.progress()
-        inbox, _, _ = self.folder.inbox()
-        proxy = self.model_proxy
-        return final_report(
-            Ending(
-                target=self.plan.describe() if self.plan else self.request.target.key,
-                result=result,
-                reviews=reviews,
-                saved=saved,
-                login_problem=(proxy.credential.problem or "") if proxy is not None else "",
-                changes=changes,
-                usage=usage_line(progress, self.caps.turns, self.caps.minutes()),
-                fates=message_fates(inbox, result),
-            )
-        )
-
-
-OVERLOAD_NOTE_S = 10.0
-"""The least time between two progress lines about an overloaded provider."""
-
-PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
-
-
-def outbound_proxy(upstream: str) -> str | None:
-    """The proxy this process must use to reach `upstream`, from the usual variables (a
-    network-off clone's way out)."""
-    host = urllib.parse.urlsplit(upstream).hostname or ""
-    if urllib.request.proxy_bypass(host):
-        return None
-    proxies = urllib.request.getproxies_environment()
-    return proxies.get(urllib.parse.urlsplit(upstream).scheme) or proxies.get("all")
-
-
-def scrub_environment(environ: MutableMapping[str, str]) -> None:
-    """Drop the run program's own variables from its environment, which the engine inherits:
-    they were read at start and are kept in memory."""
-    for key in [key for key in environ if key.startswith("SHADOWCLONE_")]:
-        if key not in (CLONE_MARKER, "SHADOWCLONE_SCRIPT"):
-            del environ[key]
-
-
-def _env_path(name: str, default: Path) -> Path:
-    value = os.environ.get(name)
-    return Path(value) if value else default
 
 
 async def run_clone(
@@ -1284,66 +835,3 @@ async def _run_clone(
         head_start=head_start,
     )
     return await run.run()
-
-
-def main(head_start: HeadStart | None = None) -> int:
-    """The run program, from its entry point (run/headstart.py), which may have begun the
-    clone and the target's reads (`head_start`)."""
-    try:
-        return _main(head_start)
-    finally:
-        if head_start is not None:
-            head_start.close()  # what no step took
-
-
-def _main(head_start: HeadStart | None) -> int:
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s"
-    )
-    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per file change
-    folder = RunFolder(_env_path(RUN_FOLDER_VARIABLE, DEFAULT_RUN_FOLDER))
-    secrets_file = _env_path(SECRETS_VARIABLE, DEFAULT_SECRETS_FILE)
-    workspace = os.environ.get(WORKSPACE_VARIABLE)
-    egress_proxy = os.environ.get(EGRESS_VARIABLE) or None
-    login_state = os.environ.get(LOGIN_STATE_VARIABLE)
-    try:
-        identity = engine_identity()
-    except ShadowcloneError as error:
-        ProgressWriter(folder, redact_tokens).final(Outcome.FAILED, None, str(error))
-        print(f"shadowclone-run: {error}", file=sys.stderr)
-        return 2
-    scrub_environment(os.environ)
-    if identity.isolated:
-        os.umask(
-            SHARED_UMASK
-        )  # what the run program makes in shared folders, the engine may change
-    log.info("%s", identity.describe())
-    try:
-        return asyncio.run(
-            run_clone(
-                folder,
-                secrets_file,
-                Path(workspace) if workspace else None,
-                identity=identity,
-                egress_proxy=egress_proxy,
-                login_state=Path(login_state) if login_state else None,
-                own_output_redacted=True,
-                head_start=head_start,
-            )
-        )
-    except ShadowcloneError as error:
-        print(f"shadowclone-run: {error}", file=sys.stderr)
-        return 2
-
-
-def main_exit(head_start: HeadStart | None = None) -> NoReturn:
-    """Run `main` and end the process at once: by then every file is written and closed, and
-    the interpreter's own teardown (about 60 ms of freeing modules) would only delay the moment
-    serve sees the clone end. The exit hooks (logging's flush, the redacted output's last
-    lines) still run."""
-    code = main(head_start)
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
