@@ -89,7 +89,7 @@ def test_no_host_command_opens_the_secrets_file_for_reading(tmp_path: Path) -> N
         ):
             subprocess.run([*shadowclone, *args], env=env, check=True, capture_output=True)
         done = subprocess.run(
-            [sys.executable, "-c", AUDITED, str(home / "secrets.toml")],
+            [sys.executable, "-X", "faulthandler", "-c", AUDITED, str(home / "secrets.toml")],
             env={**env, "TEST_TOKEN": token},
             capture_output=True,
             text=True,

@@ -126,18 +126,24 @@ class Server:
 
     def run(self, stop_event: threading.Event, ready: threading.Event | None = None) -> None:
         self.parts.retention.start(stop_event)
+        watcher = None
         if self.follower is not None:
             self.follower.publish()
-            threading.Thread(
+            watcher = threading.Thread(
                 target=self.follower.watch,
                 args=(stop_event, lambda: self._events.put(set())),
                 name="watch config",
                 daemon=True,
-            ).start()
+            )
+            watcher.start()
         try:
             self._run(stop_event, ready)
         finally:
             self.parts.retention.wake.set()
+            if watcher is not None and stop_event.is_set():
+                # The watcher's native thread must be done before the interpreter may end:
+                # one still inside it at exit crashes the process.
+                watcher.join(timeout=5)
 
     def _run(self, stop_event: threading.Event, ready: threading.Event | None) -> None:
         self.recover()
