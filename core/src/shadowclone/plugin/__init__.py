@@ -53,6 +53,11 @@ from shadowclone.plugin.types import (
 )
 
 if TYPE_CHECKING:
+    from shadowclone.config.schema import DEFAULT_IMAGE, DEMO_IMAGE
+    from shadowclone.environment.declared import Environment
+    from shadowclone.environment.declared import declared as declared_environment
+    from shadowclone.environment.declared import image_tag as environment_image_tag
+    from shadowclone.node.setups import files_in
     from shadowclone.plugin.engine_base import STOP_GRACE_S, ProcessSession, exit_words
     from shadowclone.plugin.manager import (
         ENTRY_POINT_GROUP,
@@ -62,17 +67,7 @@ if TYPE_CHECKING:
         load_registry,
         make_plugin_manager,
     )
-    from shadowclone.plugin.owner import (
-        DEFAULT_IMAGE,
-        DEMO_IMAGE,
-        Environment,
-        RepositorySetup,
-        declared_environment,
-        environment_image_tag,
-        files_in,
-        launcher_settings,
-        repository_setup,
-    )
+    from shadowclone.plugin.owner import RepositorySetup, launcher_settings, repository_setup
     from shadowclone.plugin.processes import (
         ProcessTree,
         read_stderr,
@@ -101,30 +96,25 @@ _LAZY = {
     **dict.fromkeys(
         ("STOP_GRACE_S", "ProcessSession", "exit_words"), "shadowclone.plugin.engine_base"
     ),
+    **dict.fromkeys(("DEFAULT_IMAGE", "DEMO_IMAGE"), "shadowclone.config.schema"),
+    "Environment": "shadowclone.environment.declared",
+    "declared_environment": "shadowclone.environment.declared:declared",
+    "environment_image_tag": "shadowclone.environment.declared:image_tag",
+    "files_in": "shadowclone.node.setups",
     **dict.fromkeys(
-        (
-            "DEFAULT_IMAGE",
-            "DEMO_IMAGE",
-            "Environment",
-            "RepositorySetup",
-            "declared_environment",
-            "environment_image_tag",
-            "files_in",
-            "launcher_settings",
-            "repository_setup",
-        ),
-        "shadowclone.plugin.owner",
+        ("RepositorySetup", "launcher_settings", "repository_setup"), "shadowclone.plugin.owner"
     ),
 }
-"""Names imported on first use: the loader reads entry points (importlib.metadata), the
-process helpers import psutil, the owner's settings the config; commands that only read run
-folders need none of them."""
+"""Names imported on first use (`module` or `module:attribute`): the loader reads entry points
+(importlib.metadata), the process helpers import psutil, the owner's settings the config;
+commands that only read run folders need none of them."""
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is not None:
-        return getattr(importlib.import_module(module), name)
+    home = _LAZY.get(name)
+    if home is not None:
+        module, _, attribute = home.partition(":")
+        return getattr(importlib.import_module(module), attribute or name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -1,5 +1,6 @@
 """What a plugin's own commands and its environment images need of the core: the owner's
-settings, a repository's setup, and the environment a repository's kept files declare.
+settings and a repository's setup (the plugin API, shadowclone.plugin, hands them out with the
+environment a repository's kept files declare).
 
 A launcher's `prepare` gets an `EnvironmentRecipe`; `declared_environment(files_in(folder))`
 reads it, and `environment_image_tag` names the image made from it, once per change.
@@ -10,27 +11,11 @@ from __future__ import annotations
 import attrs
 
 from shadowclone.config import Paths, default_paths, load_config
-from shadowclone.config.schema import DEFAULT_IMAGE, DEMO_IMAGE
-from shadowclone.environment.declared import Environment
-from shadowclone.environment.declared import declared as declared_environment
-from shadowclone.environment.declared import image_tag as environment_image_tag
 from shadowclone.environment.recipe import recipe_for
 from shadowclone.errors import Refused
-from shadowclone.node.setups import files_in, read_setup
+from shadowclone.node.setups import read_setup
 from shadowclone.node.target import parse_repo
 from shadowclone.plugin.types import EnvironmentRecipe, LauncherSettings
-
-__all__ = [
-    "DEFAULT_IMAGE",
-    "DEMO_IMAGE",
-    "Environment",
-    "RepositorySetup",
-    "declared_environment",
-    "environment_image_tag",
-    "files_in",
-    "launcher_settings",
-    "repository_setup",
-]
 
 
 def launcher_settings(paths: Paths | None = None) -> LauncherSettings:

@@ -3,44 +3,10 @@ they travel (wire.py)."""
 
 from __future__ import annotations
 
+from shadowclone.run.github import models
 from shadowclone.run.github.client import THREADS_QUERY, GithubClient
-from shadowclone.run.github.models import (
-    Annotation,
-    CheckRun,
-    Comment,
-    ContentEntry,
-    InlineComment,
-    Issue,
-    IssueComment,
-    Permission,
-    PullRequest,
-    Repository,
-    Review,
-    ReviewThread,
-    ThreadComment,
-    User,
-    link_issue,
-)
+from shadowclone.run.github.models import *  # noqa: F403  (every value object, as models.__all__)
 from shadowclone.run.github.wire import GHOST, Waited
 
-__all__ = [
-    "GHOST",
-    "THREADS_QUERY",
-    "Annotation",
-    "CheckRun",
-    "Comment",
-    "ContentEntry",
-    "GithubClient",
-    "InlineComment",
-    "Issue",
-    "IssueComment",
-    "Permission",
-    "PullRequest",
-    "Repository",
-    "Review",
-    "ReviewThread",
-    "ThreadComment",
-    "User",
-    "Waited",
-    "link_issue",
-]
+__all__ = ["GHOST", "THREADS_QUERY", "GithubClient", "Waited"]
+__all__ += models.__all__

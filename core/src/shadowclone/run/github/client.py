@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import urllib.parse
-from types import TracebackType
 
 from shadowclone.errors import BadInput, ShadowcloneError
 from shadowclone.run.github.models import (
@@ -67,12 +66,7 @@ class GithubClient:
     def __enter__(self) -> GithubClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # ------------------------------------------------------------------------- reads

@@ -8,6 +8,24 @@ from typing import Literal
 
 import attrs
 
+__all__ = [
+    "Annotation",
+    "CheckRun",
+    "Comment",
+    "ContentEntry",
+    "InlineComment",
+    "Issue",
+    "IssueComment",
+    "Permission",
+    "PullRequest",
+    "Repository",
+    "Review",
+    "ReviewThread",
+    "ThreadComment",
+    "User",
+    "link_issue",
+]
+
 Permission = Literal["admin", "write", "read", "none"]
 
 
@@ -37,8 +55,8 @@ class Repository:
 
 
 @attrs.frozen
-class Issue:
-    """An issue, or a pull request seen as an issue (`is_pull_request`)."""
+class _Posted:
+    """What an issue and a pull request both have: where, who, what, and in which state."""
 
     repository: str
     number: int
@@ -47,18 +65,17 @@ class Issue:
     author: str
     state: str
     html_url: str
+
+
+@attrs.frozen
+class Issue(_Posted):
+    """An issue, or a pull request seen as an issue (`is_pull_request`)."""
+
     is_pull_request: bool
 
 
 @attrs.frozen
-class PullRequest:
-    repository: str
-    number: int
-    title: str
-    body: str
-    author: str
-    state: str
-    html_url: str
+class PullRequest(_Posted):
     head_branch: str
     head_repo: str | None
     """Full name of the repository holding the head branch; None once a fork is deleted."""

@@ -16,8 +16,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import attrs
 import gidgethub
@@ -25,6 +24,14 @@ import gidgethub.sansio
 import httpx2
 
 from shadowclone.errors import BadInput, Refused, ShadowcloneError
+
+
+class Sent(TypedDict, total=False):
+    """What a call may send besides its path: a query and a JSON body."""
+
+    params: Mapping[str, str] | None
+    body: Mapping[str, object] | None
+
 
 SECONDS_BETWEEN_WRITES = 1.0
 """GitHub asks for one request at a time per user and a second between writes (its secondary
@@ -156,40 +163,21 @@ class Wire:
     def __enter__(self) -> Wire:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # ------------------------------------------------------------------------- JSON calls
 
-    def call(
-        self,
-        what: str,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        body: Mapping[str, object] | None = None,
-    ) -> Answer:
-        data = self.call_raw(what, method, path, params=params, body=body)
+    def call(self, what: str, method: str, path: str, **sent: Unpack[Sent]) -> Answer:
+        data = self.call_raw(what, method, path, **sent)
         if not isinstance(data, dict):
             raise shape_error(what, "an object")
         return Answer(data, what)
 
-    def call_raw(
-        self,
-        what: str,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        body: Mapping[str, object] | None = None,
-    ) -> Any:
-        return self._page(what, method, self.api_url + path, params, body).data
+    def call_raw(self, what: str, method: str, path: str, **sent: Unpack[Sent]) -> Any:
+        return self._page(
+            what, method, self.api_url + path, sent.get("params"), sent.get("body")
+        ).data
 
     def pages(
         self,
