@@ -4,7 +4,8 @@ they travel (wire.py)."""
 from __future__ import annotations
 
 from shadowclone.run.github import models
-from shadowclone.run.github.client import THREADS_QUERY, GithubClient
+from shadowclone.run.github.client import GithubClient
+from shadowclone.run.github.conversation import THREADS_QUERY
 from shadowclone.run.github.models import *  # noqa: F403  (every value object, as models.__all__)
 from shadowclone.run.github.wire import GHOST, Waited
 
