@@ -37,10 +37,10 @@ CAPABILITIES = ("CHOWN", "SETUID", "SETGID", "KILL")
 """All a clone's container gets: what its run program needs to start the engine as another user
 and stop it (image/clone-entry). Docker's init uses KILL to hand on the stop signal."""
 OWNER_VARIABLE = "SHADOWCLONE_OWNER"
+"""The owner's `uid:gid`, for the image's entry point."""
 EGRESS_VARIABLE = contract.EGRESS_VARIABLE
 """The run program's way out of a network-off clone: the relay's URL with the egress token."""
 LOGIN_STATE_VARIABLE = contract.LOGIN_STATE_VARIABLE
-"""The owner's `uid:gid`, for the image's entry point."""
 ENGINE_USER_VARIABLE = contract.ENGINE_USER_VARIABLE
 """Where the image names its engine user's `uid:gid` (image/Dockerfile)."""
 EGRESS_FOLDER = "/egress"
