@@ -14,7 +14,8 @@ as it has, so its record shows the end (and the exit code) at once (serve/stoppi
 
 This module is the loop; its parts each live in a module of their own and are given what
 they need: launching (serve/launching.py), stopping (serve/stopping.py), records
-(serve/recording.py), cleanup and recovery (serve/sweeping.py), and the per-login limits
+(serve/recording.py), cleanup and recovery (serve/sweeping.py), what wakes it (serve/watching.py)
+and the per-login limits
 (serve/limits.py).
 """
 
@@ -24,17 +25,13 @@ import contextlib
 import logging
 import logging.handlers
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
-from watchfiles import Change, watch
-
 from shadowclone.config import Config, Paths
-from shadowclone.node.runfolder import is_clone_id
 from shadowclone.node.schemas import Record, State, now
 from shadowclone.node.servelock import ServeLock
 from shadowclone.notify.dispatch import Dispatcher, make_dispatcher
@@ -61,6 +58,7 @@ from shadowclone.serve.limits import Throttle
 from shadowclone.serve.parts import build_parts
 from shadowclone.serve.served_dashboard import ServedDashboard
 from shadowclone.serve.spares import Spares
+from shadowclone.serve.watching import ChangeFeed
 
 __all__ = [
     "LABEL_CLONE",
@@ -76,9 +74,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-WATCHED_NAMES = frozenset({"request.json", "progress.jsonl", "inbox.jsonl", "stop.json"})
-"""The run-folder files others write; serve's own writes (record, deliveries) wake nothing."""
 
 
 class Server:
@@ -108,9 +103,7 @@ class Server:
         """Told of each new config serve applies (serve's dashboard follows it)."""
         self._last = {"poll": 0.0, "rescan": 0.0, "sweep": 0.0}
         """When serve last polled the launcher, read every clone again, swept the spares."""
-        self._events: queue.SimpleQueue[set[str]] = queue.SimpleQueue()
-        """Ids of clones to look at now: from the file watcher and the exit waiters."""
-        self._stopping = threading.Event()
+        self.feed = ChangeFeed(paths.clones_dir, settings.tick_s)
         self.spares = Spares(paths.clones_dir, launcher, config.spares, settings.spare_delay_s)
         self.parts = build_parts(self, dispatcher, registry)
 
@@ -131,7 +124,7 @@ class Server:
             self.follower.publish()
             watcher = threading.Thread(
                 target=self.follower.watch,
-                args=(stop_event, lambda: self._events.put(set())),
+                args=(stop_event, lambda: self.feed.wake(set())),
                 name="watch config",
                 daemon=True,
             )
@@ -169,7 +162,7 @@ class Server:
             len(self.clones),
             self.config.parallel_clones,
         )
-        for touched in self._changes(stop_event):
+        for touched in self.feed.changes(stop_event):
             self.step(touched)
         log.info("serve stops; running clones go on and the next serve takes them up")
 
@@ -201,50 +194,6 @@ class Server:
         self.parts.stopper.check_deadlines(self.clones.values())
         scheduled.launch_due(self)
         self.launch_queued()
-
-    def _changes(self, stop_event: threading.Event) -> Iterator[set[str]]:
-        """Ids of clones whose files changed or that exited, or an empty set at least every
-        `tick_s`."""
-        self._stopping = stop_event
-        watcher = threading.Thread(
-            target=self._watch, args=(stop_event,), name="watch clones", daemon=True
-        )
-        watcher.start()
-        while not stop_event.is_set():
-            try:
-                touched = self._events.get(timeout=self.settings.tick_s)
-            except queue.Empty:
-                touched = set()
-            with contextlib.suppress(queue.Empty):
-                while True:  # what else arrived meanwhile: one pass for all
-                    touched |= self._events.get_nowait()
-            yield touched
-        watcher.join(timeout=5)
-
-    def _watch(self, stop_event: threading.Event) -> None:
-        root = self.paths.clones_dir
-
-        def wanted(_change: Change, path: str) -> bool:
-            return _clone_of(Path(path)) is not None
-
-        try:
-            for changes in watch(
-                root,
-                watch_filter=wanted,
-                # Quiet for a step, or 50 ms at most while clones keep writing: a new request
-                # or an answer is not held back by busy neighbours.
-                debounce=50,
-                step=10,
-                stop_event=stop_event,
-                raise_interrupt=False,
-            ):
-                self._events.put({c for _, path in changes if (c := _clone_of(Path(path)))})
-        except (OSError, RuntimeError) as error:
-            log.warning(
-                "cannot watch %s (%s); reading it every %s s", root, error, self.settings.tick_s
-            )
-        finally:
-            self._events.put(set())  # serve stops (or reads on a timer): wake it now
 
     # ------------------------------------------------------------------ the config
 
@@ -347,23 +296,17 @@ class Server:
     def _forget(self, clone: Clone) -> None:
         self.parts.cleanup.forget(clone)
 
+    @property
+    def _stopping(self) -> threading.Event:
+        return self.feed.stopping
+
     def closing(self) -> bool:
-        """Whether serve stops (`_changes` swaps in the caller's stop event)."""
-        return self._stopping.is_set()
+        """Whether serve stops."""
+        return self.feed.stopping.is_set()
 
     def wake(self, clone_ids: set[str]) -> None:
         """Have the loop look at these clones now (an empty set: at everything's timers)."""
-        self._events.put(clone_ids)
-
-
-def _clone_of(path: Path) -> str | None:
-    """The clone a changed path belongs to, if it is one serve reacts to."""
-    parent = path.parent.name
-    if parent == "active":
-        return path.name if is_clone_id(path.name) else None
-    if is_clone_id(parent) and path.name in WATCHED_NAMES:
-        return parent
-    return None
+        self.feed.wake(clone_ids)
 
 
 @contextlib.contextmanager
