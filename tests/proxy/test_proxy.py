@@ -31,7 +31,7 @@ from shadowclone.proxy import (
     credential_for_login,
 )
 from shadowclone.proxy.backoff import TRIES, Backoff
-from shadowclone.proxy.server import HOP_BY_HOP, REQUEST_DROPPED, refusal, upstream_headers
+from shadowclone.proxy.rules import HOP_BY_HOP, REQUEST_DROPPED, refusal, upstream_headers
 from shadowclone_testing.fakes.models import ApiError, FakeModelServer, Hang, ModelRequest, Text
 from shadowclone_testing.harness import engines_bin, skip_or_fail
 
