@@ -20,7 +20,7 @@ import threading
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shadowclone import contract, files
 from shadowclone.errors import ShadowcloneError
@@ -43,21 +43,48 @@ TargetFields = tuple[str, str, int, str | None]
 """A target's owner, repository, number and kind, as the request holds them."""
 
 
+class _Reads(NamedTuple):
+    """What the target's reads are of, and how they reach GitHub: what `matches` compares."""
+
+    target: TargetFields
+    api_url: str
+    token: str
+
+
+class _Preparation:
+    """The workspace's preparation (in the head start's thread) racing `close`: once closed,
+    none begins; one under way is waited for, as it runs local git only."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._under_way = False
+
+    def begin(self) -> bool:
+        """Whether the preparation may begin (nothing closed the head start yet)."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._under_way = True
+            return True
+
+    def close(self) -> bool:
+        """Let no preparation begin; whether one is under way."""
+        with self._lock:
+            self._closed = True
+            return self._under_way
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+
 class HeadStart:
     """A first launch's clone of the guessed address and its target's reads, under way."""
 
-    def __init__(
-        self,
-        target: TargetFields,
-        api_url: str,
-        token: str,
-        guess: str | None,
-        workspace: Path,
-        private: Path,
-    ) -> None:
-        self.target = target
-        self.api_url = api_url
-        self.token = token
+    def __init__(self, reads: _Reads, guess: str | None, workspace: Path, private: Path) -> None:
+        self.reads = reads
         self.guess = guess
         """The address cloned from, if any (`clone_url_for`)."""
         self.workspace = workspace
@@ -77,10 +104,7 @@ class HeadStart:
         self.identity: EngineIdentity | None = None
         """The engine's identity the launcher named, whose group the workspace was shared with
         before git ran (None: one the run program refuses)."""
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._closed = False
-        self._preparing = False
+        self._preparation = _Preparation()
 
     @classmethod
     def begin(cls, environ: Mapping[str, str]) -> HeadStart | None:
@@ -110,9 +134,7 @@ class HeadStart:
         (owner, repo, number, kind), github_url, api_url = read
         guess = clone_url_for(github_url, f"{owner}/{repo}")
         head = cls(
-            (owner, repo, number, kind),
-            api_url,
-            token.strip(),
+            _Reads((owner, repo, number, kind), api_url, token.strip()),
             guess,
             Path(workspace) if workspace else folder / "workspace",
             folder / PRIVATE_AREA,
@@ -122,7 +144,7 @@ class HeadStart:
             os.umask(contract.SHARED_UMASK)
         if guess is not None:
             try:
-                head.cloning = start_clone(head.workspace, guess, head.token, shared_gid)
+                head.cloning = start_clone(head.workspace, guess, head.reads.token, shared_gid)
             except OSError:
                 return None
         import concurrent.futures
@@ -142,7 +164,7 @@ class HeadStart:
         try:
             # Made here, not in the thread, where its imports and its TLS context would wait
             # for the run program's imports.
-            head.client = GithubClient(head.token, api_url=api_url)
+            head.client = GithubClient(head.reads.token, api_url=api_url)
         except Exception as error:  # noqa: BLE001 - the target step tells it, as its own
             head.plan.set_exception(error)
         if head.cloning is None:
@@ -151,13 +173,14 @@ class HeadStart:
             cloning = threading.Thread(target=head._wait_for_clone, name="head-start-clone")
             cloning.daemon = True
             cloning.start()
-        head._thread = threading.Thread(
+        thread = threading.Thread(
             target=head._work,
-            args=(Target(*head.target), head.client),
+            args=(Target(*head.reads.target), head.client),
             name="head-start",
             daemon=True,
         )
-        head._thread.start()
+        head._preparation.thread = thread
+        thread.start()
         return head
 
     def _wait_for_clone(self) -> None:
@@ -190,13 +213,11 @@ class HeadStart:
         if plan.repository.clone_url != self.guess or plan.mode is Mode.REVIEW:
             self.prepared.set_result(None)  # cloned again, or fetched: the step does it
             return
-        with self._lock:
-            if self._closed:
-                self.prepared.set_result(None)
-                return
-            self._preparing = True
+        if not self._preparation.begin():
+            self.prepared.set_result(None)
+            return
         try:
-            workspace = prepare(self.workspace, plan, self.token, self.private, identity)
+            workspace = prepare(self.workspace, plan, self.reads.token, self.private, identity)
         except BaseException as error:  # noqa: BLE001 - handed to the workspace step as is
             self.prepared.set_exception(error)
         else:
@@ -215,7 +236,7 @@ class HeadStart:
         reads, the same clone into the same `places` (workspace, private folder), shared with
         the same engine identity."""
         read = (target.owner, target.repo, target.number, target.kind)
-        mine = (self.target, self.api_url, self.token, self.guess, self.workspace, self.private)
+        mine = (*self.reads, self.guess, self.workspace, self.private)
         theirs = (read, api_url, token, guess, *places)
         return mine == theirs and self.identity == identity
 
@@ -227,16 +248,14 @@ class HeadStart:
         """End what is under way: git is killed and the client closed (reads still under way
         fail, and nothing is prepared after them); a preparation under way (local git only)
         is waited for."""
-        with self._lock:
-            self._closed = True
-            preparing = self._preparing
+        preparing = self._preparation.close()
         if self.cloning is not None:
             kill_clone(self.cloning)  # its thread waits for it
         client = self.take_client()
         if client is not None:
             client.close()
-        if preparing and self._thread is not None:
-            self._thread.join()
+        if preparing:
+            self._preparation.join()
 
 
 def _plain_request(request: Any) -> tuple[TargetFields, str, str] | None:

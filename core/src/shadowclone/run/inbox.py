@@ -12,10 +12,11 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Collection
 from pathlib import Path
-from types import TracebackType
+from typing import Self
 
 from watchfiles import Change, awatch
 
+from shadowclone.closing import AsyncClosing
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import InboxKind, InboxLine, StopMarker
 
@@ -27,7 +28,7 @@ POLL_S = 2.0
 _WATCHER_EXIT_S = 5.0
 
 
-class FileWatch:
+class FileWatch(AsyncClosing):
     """Wakes its user when one of `names` in `folder` changes, or after `poll_s` at most.
 
     The watcher runs in a background task with its own stop event: stopping it through the
@@ -42,16 +43,12 @@ class FileWatch:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> FileWatch:
+    async def __aenter__(self) -> Self:
         self._task = asyncio.create_task(self._watch(), name=f"watch {self.folder}")
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
+        """Stop the watcher, cancelling it only if its thread does not end in time."""
         self._stop.set()
         if self._task is None:
             return
