@@ -72,6 +72,7 @@ from shadowclone_testing.scripted_ask import (
     ToolResult,
     call_ask_server,
 )
+from shadowclone_testing.scripted_inbox import Inbox
 from shadowclone_testing.scripted_steps import (
     REVIEW_MARK,
     SCRIPT_VARIABLE,
@@ -190,12 +191,7 @@ class ScriptedSession:
         self.answer = ""
         self.message = ""
         self._events: asyncio.Queue[EngineEvent] = asyncio.Queue()
-        self._inbox: list[str] = []
-        self._heard = 0
-        """Messages handled so far."""
-        self._heard_before_wait = 0
-        self._input = asyncio.Event()
-        self._closing = False
+        self._mail = Inbox()
         self._stopping = False
         self._finished = False
         self._step = 0
@@ -217,14 +213,12 @@ class ScriptedSession:
                 return
 
     async def send(self, message: str) -> None:
-        if self._runner.done() or self._closing or self._stopping:
+        if self._runner.done() or self._mail.closing or self._stopping:
             raise Refused("the scripted engine takes no more messages: it is ending")
-        self._inbox.append(message)
-        self._input.set()
+        self._mail.put(message)
 
     async def close(self) -> None:
-        self._closing = True
-        self._input.set()
+        self._mail.close()
 
     async def stop(self) -> None:
         if self._runner.done():
@@ -292,8 +286,8 @@ class ScriptedSession:
             self._take_messages()
         self._end_turn()
         # Between turns, like a real engine: a message starts the next turn, close ends it.
-        while await self._wait_for_input(None):
-            if not self._inbox:
+        while await self._mail.wait(None):
+            if not self._mail.waiting:
                 return
             self._take_messages()
             self._end_turn()
@@ -329,28 +323,16 @@ class ScriptedSession:
         """Handle a message: one that came since the last such wait, or the next one to come.
         A message sent a little early is not missed, so the owner and the script need not meet
         to the second."""
-        if self._heard == self._heard_before_wait and await self._wait_for_input(timeout_s):
+        mail = self._mail
+        if mail.heard == mail.heard_before_wait and await mail.wait(timeout_s):
             self._take_messages()
-        if self._heard == self._heard_before_wait:
+        if mail.heard == mail.heard_before_wait:
             self._emit(TextEvent(f"No message came in {timeout_s:g} s; going on."))
-        self._heard_before_wait = self._heard
-
-    async def _wait_for_input(self, timeout_s: float | None) -> bool:
-        """Wait until a message waits or the session is closing; False if `timeout_s` passed."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                while not self._inbox and not self._closing:
-                    self._input.clear()
-                    await self._input.wait()
-        except TimeoutError:
-            return False
-        return True
+        mail.heard_before_wait = mail.heard
 
     def _take_messages(self) -> None:
         """Make each waiting message part of the work: note it down and say so."""
-        while self._inbox:
-            message = self._inbox.pop(0)
-            self._heard += 1
+        while (message := self._mail.take()) is not None:
             self.message = message
             notes = self.task.workspace / NOTES_FILE
             heading = "" if notes.exists() else "# Notes from the owner\n\n"
