@@ -26,20 +26,6 @@ from shadowclone.cli import main
 from shadowclone.config import HOME_VARIABLE, Paths, default_paths
 from shadowclone.node import schemas
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.node.schemas import (
-    Answer,
-    Handoff,
-    InboxKind,
-    InboxLine,
-    ProgressKind,
-    ProgressLine,
-    Question,
-    Record,
-    Resume,
-    State,
-    Step,
-    write,
-)
 from shadowclone.node.setups import setup_file
 from shadowclone.plugin.types import NetworkMode
 
@@ -270,24 +256,31 @@ def apply_edit(paths: Paths, clone_id: str, edit: tuple[str, str, Any], outside:
 def fill_run_folder(folder: RunFolder, clone_id: str) -> None:
     """The files of a running clone's folder: a record, progress with a question, an inbox,
     deliveries, a handoff and the lock files."""
-    write(folder.record_file, Record(id=clone_id, state=State.WAITING))
-    folder.append_progress(ProgressLine(step=Step.ENGINE, kind=ProgressKind.NOTE, text="hi"))
-    question = Question(id="q1", text="which?", options=("a", "b"), recommended="a")
+    schemas.write(folder.record_file, schemas.Record(id=clone_id, state=schemas.State.WAITING))
     folder.append_progress(
-        ProgressLine(step=Step.ENGINE, kind=ProgressKind.QUESTION, text="?", question=question)
+        schemas.ProgressLine(step=schemas.Step.ENGINE, kind=schemas.ProgressKind.NOTE, text="hi")
     )
+    question = schemas.Question(id="q1", text="which?", options=("a", "b"), recommended="a")
     folder.append_progress(
-        ProgressLine(
-            step=Step.ENGINE,
-            kind=ProgressKind.ANSWER,
-            text="a",
-            answer=Answer(question_id="q0", choice="a"),
+        schemas.ProgressLine(
+            step=schemas.Step.ENGINE,
+            kind=schemas.ProgressKind.QUESTION,
+            text="?",
+            question=question,
         )
     )
-    line = InboxLine(id="m1", kind=InboxKind.MESSAGE, text="hello")
+    folder.append_progress(
+        schemas.ProgressLine(
+            step=schemas.Step.ENGINE,
+            kind=schemas.ProgressKind.ANSWER,
+            text="a",
+            answer=schemas.Answer(question_id="q0", choice="a"),
+        )
+    )
+    line = schemas.InboxLine(id="m1", kind=schemas.InboxKind.MESSAGE, text="hello")
     folder.append_inbox(line)
     files.append_line(folder.deliveries_file, schemas.dumps(line))
-    folder.write_handoff(Handoff(network=NetworkMode.OPEN, resume=Resume.SAVE))
+    folder.write_handoff(schemas.Handoff(network=NetworkMode.OPEN, resume=schemas.Resume.SAVE))
     for kind in ("progress.jsonl.lock", "inbox.jsonl.lock", "deliveries.jsonl.lock"):
         (folder.path / kind).touch()
 

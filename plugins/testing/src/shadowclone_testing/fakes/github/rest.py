@@ -3,106 +3,36 @@
 Payloads carry the fields PyGithub reads (and the `url` it completes lazy objects from); every
 URL in them is built from the address the client used, so one server serves clients on loopback
 and in containers alike.
+
+The request (`call`), path matching (`routing`) and the routes of issues and pulls
+(`issues`, `pulls`, `checks`) live in modules of their own; the payloads stay here, where the
+tests swap one to see it in every answer.
 """
 
 from __future__ import annotations
 
 import base64
-import datetime
-import json
-import re
 import urllib.parse
 import zlib
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
 
-import attrs
+from shadowclone_testing.fakes.github import git
+from shadowclone_testing.fakes.github.call import API_PREFIX, DOCS, Call, Json, error_body
+from shadowclone_testing.fakes.github.model import ApiError, Comment, Issue, Repo, owner_of
+from shadowclone_testing.fakes.github.routing import Handler, Reply, Route
 
-from shadowclone_testing.fakes.github import git, paging
-from shadowclone_testing.fakes.github.extras import ExtrasStore
-from shadowclone_testing.fakes.github.model import (
-    ApiError,
-    Comment,
-    Issue,
-    Repo,
-    User,
-    owner_of,
-)
+__all__ = [
+    "API_PREFIX",
+    "DOCS",
+    "Call",
+    "Handler",
+    "Json",
+    "Reply",
+    "Route",
+    "error_body",
+]
 
-API_PREFIX = "/api/v3"
-DOCS = "https://docs.github.com/rest"
 SIGNED_UP = "2008-04-10T00:00:00Z"
 """When every user of the fake signed up: it keeps no such date."""
-
-Json = dict[str, Any]
-T = TypeVar("T")
-
-
-def error_body(error: ApiError) -> Json:
-    body: Json = {"message": error.message, "documentation_url": DOCS, "status": str(error.status)}
-    if error.errors:
-        body["errors"] = list(error.errors)
-    return body
-
-
-@attrs.frozen
-class Call:
-    """One REST request, with the token's user already resolved."""
-
-    store: ExtrasStore
-    web: str
-    """`http://host:port` as the client addressed the server."""
-    viewer: str | None
-    query: dict[str, str]
-    body: bytes
-    path: str = ""
-    """The path below the API prefix, without the query."""
-    headers: list[tuple[str, str]] = attrs.field(factory=list)
-    """Headers the handler adds to its answer, such as `Link`."""
-
-    @property
-    def api(self) -> str:
-        return self.web + API_PREFIX
-
-    def json(self) -> Json:
-        try:
-            data = json.loads(self.body or b"{}")
-        except ValueError as e:
-            raise ApiError(400, "Problems parsing JSON") from e
-        if not isinstance(data, dict):
-            raise ApiError(400, "Problems parsing JSON")
-        return data
-
-    def page(self, items: Sequence[T]) -> list[T]:
-        """The page of `items` the query asks for; adds the `Link` header as GitHub does."""
-        chosen, link = paging.paginate(items, url=self.api + self.path, query=self.query)
-        if link is not None:
-            self.headers.append(("Link", link))
-        return chosen
-
-    def signed_in(self) -> str:
-        if self.viewer is None:
-            raise ApiError(401, "Requires authentication")
-        return self.viewer
-
-    def repo(self, owner: str, name: str) -> Repo:
-        """The repository if the viewer can see it; GitHub answers 404 for a private one."""
-        repo = self.store.state.repo(f"{owner}/{name}")
-        if repo is None or repo.permission(self.viewer) == "none":
-            raise ApiError(404, "Not Found")
-        return repo
-
-    def issue(self, repo: Repo, number: str) -> Issue:
-        issue = repo.issues.get(int(number)) if number.isdigit() else None
-        if issue is None:
-            raise ApiError(404, "Not Found")
-        return issue
-
-    def user(self, login: str) -> User:
-        user = self.store.state.users.get(login)
-        if user is None:
-            raise ApiError(404, "Not Found")
-        return user
 
 
 # ----------------------------------------------------------------------------- payloads
@@ -431,31 +361,6 @@ def association(repo: Repo, login: str) -> str:
     return "COLLABORATOR" if login in repo.collaborators else "NONE"
 
 
-# ----------------------------------------------------------------------------- routes
-
-Reply = tuple[int, Any]
-Handler = Callable[..., Reply]
-
-
-@attrs.frozen
-class Route:
-    method: str
-    regex: re.Pattern[str]
-    handler: Handler
-
-    @classmethod
-    def of(cls, method: str, pattern: str, handler: Handler) -> Route:
-        """`{name}` in `pattern` matches one path segment, `{name+}` the rest of the path
-        (branch names hold slashes)."""
-
-        def group(match: re.Match[str]) -> str:
-            return f"(?P<{match[1]}>{'.+' if match[2] else '[^/]+'})"
-
-        return cls(
-            method, re.compile("^" + re.sub(r"\{(\w+)(\+?)\}", group, pattern) + "$"), handler
-        )
-
-
 class Router:
     """The REST calls the fake answers, matched in order."""
 
@@ -596,122 +501,9 @@ def get_contents(call: Call, owner: str, name: str, path: str) -> Reply:
     return 200, {**entry(kind, oid, size, path), "encoding": "base64", "content": content}
 
 
-def get_issue(call: Call, owner: str, name: str, number: str) -> Reply:
-    repo = call.repo(owner, name)
-    return 200, issue_json(call, repo, call.issue(repo, number))
-
-
-def list_comments(call: Call, owner: str, name: str, number: str) -> Reply:
-    repo = call.repo(owner, name)
-    issue = call.issue(repo, number)
-    comments = list(issue.comments)
-    since = call.query.get("since")
-    if since is not None:
-        try:
-            cutoff = _instant(since)
-        except ValueError as e:
-            raise ApiError(
-                422, "Validation Failed", ({"field": "since", "code": "invalid"},)
-            ) from e
-        comments = [c for c in comments if _instant(c.updated) >= cutoff]
-    return 200, [comment_json(call, repo, issue, c) for c in call.page(comments)]
-
-
-def _instant(text: str) -> datetime.datetime:
-    """An ISO 8601 time; one without a zone is UTC, as GitHub reads it."""
-    moment = datetime.datetime.fromisoformat(text)
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
-
-
-def create_comment(call: Call, owner: str, name: str, number: str) -> Reply:
-    author = call.signed_in()
-    repo = call.repo(owner, name)
-    issue = call.issue(repo, number)
-    body = call.json().get("body")
-    if not isinstance(body, str) or not body:
-        raise ApiError(422, "Validation Failed", ({"field": "body", "code": "missing_field"},))
-    comment = call.store.add_comment(repo.full_name, issue.number, author=author, body=body)
-    return 201, comment_json(call, repo, repo.issues[issue.number], comment)
-
-
-def get_pull(call: Call, owner: str, name: str, number: str) -> Reply:
-    repo = call.repo(owner, name)
-    issue = call.issue(repo, number)
-    if not issue.is_pull_request:
-        raise ApiError(404, "Not Found")
-    return 200, pull_json(call, repo, issue)
-
-
-def list_pulls(call: Call, owner: str, name: str) -> Reply:
-    repo = call.repo(owner, name)
-    state = call.query.get("state", "open")
-    head = call.query.get("head")
-    base = call.query.get("base")
-    found = []
-    for issue in sorted(repo.issues.values(), key=lambda i: -i.number):
-        if issue.pull is None or state not in ("all", issue.state):
-            continue
-        if base is not None and issue.pull.base_ref != base:
-            continue
-        if head is not None:
-            head_owner = owner_of(issue.pull.head_repo).lower()
-            wanted_owner, _, wanted_ref = head.rpartition(":")
-            if wanted_ref != issue.pull.head_ref or wanted_owner.lower() not in ("", head_owner):
-                continue
-        found.append(issue)
-    return 200, [pull_json(call, repo, issue) for issue in call.page(found)]
-
-
-def create_pull(call: Call, owner: str, name: str) -> Reply:
-    author = call.signed_in()
-    repo = call.repo(owner, name)
-    data = call.json()
-    missing = [f for f in ("title", "head", "base") if not isinstance(data.get(f), str)]
-    if missing:
-        errors = tuple(
-            {"resource": "PullRequest", "field": f, "code": "missing_field"} for f in missing
-        )
-        raise ApiError(422, "Validation Failed", errors)
-    head_owner, _, head_ref = str(data["head"]).rpartition(":")
-    head_repo = data.get("head_repo") or f"{head_owner or repo.owner}/{repo.name}"
-    issue = call.store.open_pull_request(
-        repo.full_name,
-        author=author,
-        head_repo=str(head_repo),
-        head=head_ref,
-        base=str(data["base"]),
-        title=str(data["title"]),
-        body=str(data.get("body") or ""),
-        draft=bool(data.get("draft", False)),
-    )
-    return 201, pull_json(call, repo, issue)
-
-
-def update_pull(call: Call, owner: str, name: str, number: str) -> Reply:
-    editor = call.signed_in()
-    repo = call.repo(owner, name)
-    issue = call.issue(repo, number)
-    if not issue.is_pull_request:
-        raise ApiError(404, "Not Found")
-    if editor != issue.author and repo.permission(editor) not in ("admin", "write"):
-        raise ApiError(403, "Resource not accessible by personal access token")
-    data = call.json()
-    state = data.get("state")
-    if state not in (None, "open", "closed"):
-        raise ApiError(422, "Validation Failed", ({"field": "state", "code": "invalid"},))
-    issue = call.store.edit_pull_request(
-        repo.full_name,
-        issue.number,
-        title=data.get("title"),
-        body=data.get("body"),
-        state=state,
-    )
-    return 200, pull_json(call, repo, issue)
-
-
 def _table() -> tuple[tuple[str, str, Handler], ...]:
     # Here, not at the top: those modules build on this one's Call and payloads.
-    from shadowclone_testing.fakes.github import checks, pulls
+    from shadowclone_testing.fakes.github import checks, issues, pulls
 
     return (
         ("GET", "/user", get_authenticated_user),
@@ -720,13 +512,13 @@ def _table() -> tuple[tuple[str, str, Handler], ...]:
         ("GET", "/repos/{owner}/{name}/collaborators/{login}/permission", get_permission),
         ("GET", "/repos/{owner}/{name}/branches/{branch+}", get_branch),
         ("GET", "/repos/{owner}/{name}/contents/{path+}", get_contents),
-        ("GET", "/repos/{owner}/{name}/issues/{number}", get_issue),
-        ("GET", "/repos/{owner}/{name}/issues/{number}/comments", list_comments),
-        ("POST", "/repos/{owner}/{name}/issues/{number}/comments", create_comment),
-        ("GET", "/repos/{owner}/{name}/pulls/{number}", get_pull),
-        ("GET", "/repos/{owner}/{name}/pulls", list_pulls),
-        ("POST", "/repos/{owner}/{name}/pulls", create_pull),
-        ("PATCH", "/repos/{owner}/{name}/pulls/{number}", update_pull),
+        ("GET", "/repos/{owner}/{name}/issues/{number}", issues.get_issue),
+        ("GET", "/repos/{owner}/{name}/issues/{number}/comments", issues.list_comments),
+        ("POST", "/repos/{owner}/{name}/issues/{number}/comments", issues.create_comment),
+        ("GET", "/repos/{owner}/{name}/pulls/{number}", issues.get_pull),
+        ("GET", "/repos/{owner}/{name}/pulls", issues.list_pulls),
+        ("POST", "/repos/{owner}/{name}/pulls", issues.create_pull),
+        ("PATCH", "/repos/{owner}/{name}/pulls/{number}", issues.update_pull),
         ("GET", "/repos/{owner}/{name}/pulls/{number}/reviews", pulls.list_reviews),
         ("POST", "/repos/{owner}/{name}/pulls/{number}/reviews", pulls.create_review),
         ("GET", "/repos/{owner}/{name}/pulls/{number}/comments", pulls.list_review_comments),
