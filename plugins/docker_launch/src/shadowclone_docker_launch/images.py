@@ -39,9 +39,10 @@ from shadowclone_docker_launch.builds import Say, run_build
 DEFAULT_BASE = "debian:bookworm-slim"
 IMAGE_PACKAGES = ("shadowclone", "shadowclone-claude", "shadowclone-codex")
 """The distributions the clone needs inside: the run program and both engines."""
-DEMO_PACKAGES = ("shadowclone-testing",)
+DEMO_PACKAGES = ("shadowclone-testing", "shadowclone-fake-launch")
 """What the demo image adds: the scripted engine, which the demo and the Docker tests play
-(with the test fakes of the same distribution, kept out of the image owners run)."""
+(with the test fakes of the same distribution, kept out of the image owners run), and the
+test-script player of the fake launcher's distribution, which the Docker tests run in it."""
 STAGES = {"clone": "the clone image", "demo": "the demo image"}
 """The Dockerfile's stages this command builds."""
 ENGINE_PINS = {"CLAUDE_CODE_VERSION": "CLAUDE_VERSION", "CODEX_VERSION": "CODEX_VERSION"}
