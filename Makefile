@@ -35,7 +35,7 @@ devcontainer-cli:
 	else echo "make: no Dev Containers CLI here: the tests that read devcontainer.json will skip" >&2; fi
 
 # A Docker engine and the clone image for the Docker tests (docker.io, dockerd, a debootstrap
-# base, then the core's image/Dockerfile). Under CI=true a failure stops `make test`; elsewhere (no root,
+# base, then image/Dockerfile). Under CI=true a failure stops `make test`; elsewhere (no root,
 # no Docker) the Docker tests then skip, each saying why.
 docker: $(STAMP)
 	@if scripts/start-docker && scripts/build-image; then :; \

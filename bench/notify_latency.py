@@ -36,7 +36,7 @@ from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, SetupRecord, State
 from shadowclone.node.setups import write_setup
 from shadowclone.serve.loop import serve_clones
-from shadowclone_testing.scripts import (
+from shadowclone_fake_launch.scripts import (
     SCRIPTS_VARIABLE,
     Play,
     Script,

@@ -36,8 +36,8 @@ from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import InboxKind, InboxLine, ProgressKind, SetupRecord, State
 from shadowclone.node.setups import write_setup
-from shadowclone_testing.launcher import FakeLauncher, default_state_dir
-from shadowclone_testing.scripts import (
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
+from shadowclone_fake_launch.scripts import (
     SCRIPTS_VARIABLE,
     Play,
     Script,

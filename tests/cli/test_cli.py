@@ -133,7 +133,7 @@ def test_plugins_lists_engines_and_launchers_with_their_distributions(sc_cli: Cl
         ("claude", "engine", "shadowclone-claude"),
         ("codex", "engine", "shadowclone-codex"),
         ("docker", "launcher", "shadowclone-docker-launch"),
-        ("fake", "launcher", "shadowclone-testing"),
+        ("fake", "launcher", "shadowclone-fake-launch"),
         ("toolchain", "review stage", "shadowclone"),
         ("github-token", "secret provider", "shadowclone"),
     ):

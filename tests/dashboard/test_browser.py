@@ -14,8 +14,8 @@ from shadowclone.config import Paths
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Record, State, Step
+from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import skip_or_fail
-from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, serving, wait_state
 from shadowclone_testing.web import PLANTED, Site
 

@@ -26,8 +26,8 @@ from shadowclone.node.schemas import (
     Step,
     Via,
 )
+from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import CLI_PROGRAM
-from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, serving, wait_state, wait_until
 from shadowclone_testing.web import PLANTED, Site, free_port
 

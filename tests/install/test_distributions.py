@@ -1,4 +1,4 @@
-"""The five distributions as a registry would serve them: wheels built with `uv build` from this
+"""The six distributions as a registry would serve them: wheels built with `uv build` from this
 checkout, each with a readme, the LICENSE file, classifiers, project URLs and a real summary, one
 version, and plugins bound to the core's compatible range; and the release workflow that
 publishes them and the image together."""
@@ -27,6 +27,7 @@ DISTRIBUTIONS = {
     "shadowclone-claude": SOURCE / "plugins" / "claude",
     "shadowclone-codex": SOURCE / "plugins" / "codex",
     "shadowclone-docker-launch": SOURCE / "plugins" / "docker_launch",
+    "shadowclone-fake-launch": SOURCE / "plugins" / "fake_launch",
     "shadowclone-testing": SOURCE / "plugins" / "testing",
 }
 

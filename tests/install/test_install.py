@@ -94,9 +94,7 @@ def test_image_build_from_an_install_puts_the_installed_packages_in_the_context(
         ["build", "--tag", "t:1", "--target", "clone"],
         ["build", "--tag", f"shadowclone-demo:{__version__}", "--target", "demo"],
     ]
-    assert (kept / "Dockerfile").read_bytes() == (
-        SOURCE / "plugins/docker_launch/src/shadowclone_docker_launch/image/Dockerfile"
-    ).read_bytes()
+    assert (kept / "Dockerfile").read_bytes() == (SOURCE / "image" / "Dockerfile").read_bytes()
     assert os.access(kept / "clone-entry", os.X_OK)
     made = sorted(p.name for p in (kept / "packages").glob("*.whl"))
     assert made == sorted(

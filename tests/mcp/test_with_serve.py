@@ -11,10 +11,10 @@ import anyio
 import pytest
 from mcp import Client
 from shadowclone.config import Paths
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
+from shadowclone_fake_launch.scripts import SCRIPTS_VARIABLE, Play, Script
 from shadowclone_testing.harness import set_up
-from shadowclone_testing.launcher import FakeLauncher, default_state_dir
 from shadowclone_testing.mcp_client import call, connected
-from shadowclone_testing.scripts import SCRIPTS_VARIABLE, Play, Script
 from shadowclone_testing.serving import WAIT_S, Scripts, ServeProcess, remove_all
 
 pytestmark = pytest.mark.anyio

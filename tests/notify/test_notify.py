@@ -40,8 +40,8 @@ from shadowclone.node.schemas import (
 from shadowclone.notify.builtin import SIGNATURE_HEADER
 from shadowclone.notify.dispatch import Dispatcher, make_dispatcher, notable
 from shadowclone.plugin import LaunchSpec, Notification, NotifyEvent, load_registry
-from shadowclone_testing.launcher import FakeLauncher, default_state_dir
-from shadowclone_testing.scripts import Play, Script
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
+from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.serving import FAST, Scripts, serving, wait_state, wait_until
 from shadowclone_testing.web import free_port
 

@@ -26,6 +26,7 @@ from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State, write
 from shadowclone.plugin import CloneStatus, LaunchSpec, LaunchState
 from shadowclone.serve.loop import Server
+from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import set_up
 from shadowclone_testing.hostile import (
     ODDITIES,
@@ -38,7 +39,6 @@ from shadowclone_testing.hostile import (
     make_odd,
     snapshot,
 )
-from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import FAST, Scripts, serving, wait_state, wait_until
 
 

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import State
-from shadowclone_testing.keeper import OUTPUT_FILE
-from shadowclone_testing.launcher import FakeLauncher, default_state_dir
+from shadowclone_fake_launch.keeper import OUTPUT_FILE
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_testing.owner import SECRET, Owner
 from shadowclone_testing.scripted import Fail, Run, Say, Step, Write
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from shadowclone.config import Paths
 from shadowclone.node.schemas import State
+from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import CliResult, set_up
-from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, ServeProcess, wait_state
 
 

@@ -21,9 +21,9 @@ from shadowclone.errors import ConfigError
 from shadowclone.node.local import local_node
 from shadowclone.node.schemas import State
 from shadowclone.serve.following import served_config
+from shadowclone_fake_launch.launcher import FakeLauncher
+from shadowclone_fake_launch.scripts import Play, Script, ScriptsFile, write_scripts
 from shadowclone_testing.harness import CliResult, set_up
-from shadowclone_testing.launcher import FakeLauncher
-from shadowclone_testing.scripts import Play, Script, ScriptsFile, write_scripts
 from shadowclone_testing.serving import (
     FAST,
     Scripts,

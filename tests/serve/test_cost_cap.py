@@ -19,8 +19,8 @@ from shadowclone.errors import Refused
 from shadowclone.node.local import local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import State
-from shadowclone_testing.launcher import FakeLauncher
-from shadowclone_testing.scripts import Play, Script, ScriptsFile, write_scripts
+from shadowclone_fake_launch.launcher import FakeLauncher
+from shadowclone_fake_launch.scripts import Play, Script, ScriptsFile, write_scripts
 from shadowclone_testing.serving import FAST, ServeThread, make_serve_home, starts, wait_until
 
 CENTS = st.integers(min_value=10, max_value=300)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from shadowclone.node.local import local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, State
-from shadowclone_testing.launcher import FakeLauncher, default_state_dir
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_testing.serving import (
     ServeProcess,
     make_serve_home,

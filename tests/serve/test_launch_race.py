@@ -30,7 +30,7 @@ from shadowclone.node.runfolder import RunFolder, run_folders
 from shadowclone.node.schemas import Record, State
 from shadowclone.plugin import CloneStatus, LaunchSpec, LaunchState
 from shadowclone.serve.loop import Server, ServeSettings
-from shadowclone_testing.scripts import (
+from shadowclone_fake_launch.scripts import (
     SCRIPTS_VARIABLE,
     Play,
     Script,

@@ -14,9 +14,9 @@ from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, State, Step
 from shadowclone.plugin import LaunchSpec, Outcome, contract
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
+from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import set_up
-from shadowclone_testing.launcher import FakeLauncher, default_state_dir
-from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import (
     Scripts,
     record_of,

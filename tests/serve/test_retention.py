@@ -22,8 +22,8 @@ from shadowclone.node.local import local_node
 from shadowclone.node.retention import TRASH_PREFIX
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
+from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import CliResult, set_up
-from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import FAST, Scripts, ServeProcess, serving, wait_until
 
 Cli = Callable[..., CliResult]

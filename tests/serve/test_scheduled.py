@@ -12,8 +12,8 @@ from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
 from shadowclone.plugin import LaunchSpec, LaunchState, Outcome
-from shadowclone_testing.launcher import FakeLauncher, default_state_dir
-from shadowclone_testing.scripts import Play, Script
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
+from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.serving import (
     Scripts,
     record_of,

@@ -29,9 +29,9 @@ from shadowclone.node.schemas import (
 from shadowclone.node.target import Target
 from shadowclone.plugin import LaunchSpec, LaunchState, Outcome
 from shadowclone.serve.loop import serve_clones
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
+from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import set_up
-from shadowclone_testing.launcher import FakeLauncher, default_state_dir
-from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import (
     FAST,
     Scripts,
@@ -423,7 +423,7 @@ def test_serve_logs_to_the_clones_folder(
 def test_the_fake_launcher_says_plainly_when_the_run_program_is_missing(
     sc_home: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import shadowclone_testing.launcher as fake
+    import shadowclone_fake_launch.launcher as fake
 
     monkeypatch.delenv("SHADOWCLONE_FAKE_SCRIPTS", raising=False)
     monkeypatch.setattr(fake, "run_program_available", lambda: False)

@@ -18,9 +18,9 @@ from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import State, now
 from shadowclone.plugin import LaunchSpec, PluginUnavailable, SpareLauncher
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
+from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import CliResult, set_up
-from shadowclone_testing.launcher import FakeLauncher, default_state_dir
-from shadowclone_testing.scripts import Play, Script
 from shadowclone_testing.serving import FAST, Scripts, serving, wait_state, wait_until
 
 QUICK = attrs.evolve(FAST, spare_delay_s=0.0)

@@ -16,7 +16,7 @@ from shadowclone.node.local import local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, Record, State
 from shadowclone.plugin import LaunchState
-from shadowclone_testing.launcher import FakeLauncher
+from shadowclone_fake_launch.launcher import FakeLauncher
 from shadowclone_testing.serving import (
     ServeThread,
     make_serve_home,

@@ -18,7 +18,7 @@ from pathlib import Path
 import attrs
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import State
-from shadowclone_testing.scripts import (
+from shadowclone_fake_launch.scripts import (
     SCRIPTS_VARIABLE,
     Play,
     Script,

@@ -19,9 +19,9 @@ from shadowclone.errors import Refused
 from shadowclone.node.checks import CheckReport
 from shadowclone.node.setups import environment_dir, read_setup
 from shadowclone.plugin import load_registry
+from shadowclone_fake_launch.launcher import FakeLauncher
 from shadowclone_testing.fakes.github import FakeGitHub
 from shadowclone_testing.harness import CliResult
-from shadowclone_testing.launcher import FakeLauncher
 
 Cli = Callable[..., CliResult]
 

@@ -25,8 +25,8 @@ from shadowclone.plugin import (
     NetworkMode,
     PluginUnavailable,
 )
+from shadowclone_fake_launch.scripts import script_json
 from shadowclone_testing.containers import IMAGE, clone_image, docker_client
-from shadowclone_testing.scripts import script_json
 from shadowclone_testing.suites.launcher import (
     PLAYER_SCRIPTS,
     SECRET,
@@ -55,7 +55,7 @@ def play_script(spec: LaunchSpec) -> list[str] | None:
     """The clone plays the script its run folder holds, with the player of the image."""
     if not (spec.run_folder / SCRIPT_FILE).exists():
         return None
-    return ["python", "-m", "shadowclone_testing.player", f"{RUN_FOLDER}/{SCRIPT_FILE}"]
+    return ["python", "-m", "shadowclone_fake_launch.player", f"{RUN_FOLDER}/{SCRIPT_FILE}"]
 
 
 class TestDockerLauncher(LauncherContract):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from shadowclone.plugin import Launcher, LaunchSpec, LaunchState
 from shadowclone_example.launcher import LocalLauncher
-from shadowclone_testing.scripts import script_json
+from shadowclone_fake_launch.scripts import script_json
 from shadowclone_testing.suites.launcher import (
     PLAYER_SCRIPTS,
     Behaviour,
@@ -21,7 +21,12 @@ SCRIPT_FILE = "contract-script.json"
 
 
 def play_script(spec: LaunchSpec) -> list[str]:
-    return [sys.executable, "-m", "shadowclone_testing.player", str(spec.run_folder / SCRIPT_FILE)]
+    return [
+        sys.executable,
+        "-m",
+        "shadowclone_fake_launch.player",
+        str(spec.run_folder / SCRIPT_FILE),
+    ]
 
 
 class TestLocalLauncher(LauncherContract):

@@ -1,12 +1,12 @@
 """Building the clone image on this machine (`shadowclone image build`, commands.py).
 
 For owners who do not pull the published image, and for CI, where no registry is reachable.
-It builds this plugin's `image/Dockerfile` (shipped in its wheel) with the docker CLI (whose output
-the owner wants to see live): the build context is that folder plus `packages/`, holding wheels
-of the shadowclone distributions and the pinned requirements of their dependencies. From a
-checkout, `uv build` makes the wheels and `uv.lock` pins the rest; from an installation, the
-wheels are made of the installed files and the pins are the installed versions, so the image
-runs what this machine runs. A cached build takes seconds.
+It builds the repository's `image/Dockerfile` (shipped in this plugin's wheel) with the docker
+CLI (whose output the owner wants to see live): the build context is that folder plus
+`packages/`, holding wheels of the shadowclone distributions and the pinned requirements of
+their dependencies. From a checkout, `uv build` makes the wheels and `uv.lock` pins the rest;
+from an installation, the wheels are made of the installed files and the pins are the installed
+versions, so the image runs what this machine runs. A cached build takes seconds.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ from shadowclone_docker_launch.builds import Say, run_build
 DEFAULT_BASE = "debian:bookworm-slim"
 IMAGE_PACKAGES = ("shadowclone", "shadowclone-claude", "shadowclone-codex")
 """The distributions the clone needs inside: the run program and both engines."""
-DEMO_PACKAGES = ("shadowclone-testing",)
+DEMO_PACKAGES = ("shadowclone-testing", "shadowclone-fake-launch")
 """What the demo image adds: the scripted engine, which the demo and the Docker tests play
-(with the test fakes of the same distribution, kept out of the image owners run)."""
+(with the test fakes of the same distribution, kept out of the image owners run), and the
+test-script player of the fake launcher's distribution, which the Docker tests run in it."""
 STAGES = {"clone": "the clone image", "demo": "the demo image"}
 """The Dockerfile's stages this command builds."""
 ENGINE_PINS = {"CLAUDE_CODE_VERSION": "CLAUDE_VERSION", "CODEX_VERSION": "CODEX_VERSION"}
@@ -89,12 +90,22 @@ class BuildPlan:
 
 
 def image_files() -> Traversable:
-    """The Dockerfile, the entry point and the engine pins, shipped in this plugin's wheel."""
-    return resources.files("shadowclone_docker_launch") / "image"
+    """The Dockerfile, the entry point and the engine pins: the copy this plugin's wheel ships
+    (its build puts the checkout's image/ there), which wins when present; an editable install
+    runs from the checkout and has no copy, so it reads the checkout's own image/."""
+    shipped = resources.files("shadowclone_docker_launch") / "image"
+    if shipped.is_dir():
+        return shipped
+    source = find_source()
+    if source is None:
+        raise ImageBuildError(
+            "this shadowclone-docker-launch has no image/: neither its wheel's nor a checkout's"
+        )
+    return source / IMAGE_IN_SOURCE
 
 
-IMAGE_IN_SOURCE = Path("plugins", "docker_launch", "src", "shadowclone_docker_launch", "image")
-"""Where image/ is in a checkout."""
+IMAGE_IN_SOURCE = Path("image")
+"""Where image/ is in a checkout: at its top."""
 
 
 def is_source(folder: Path) -> bool:

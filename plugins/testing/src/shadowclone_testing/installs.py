@@ -15,9 +15,10 @@ DISTRIBUTIONS = (
     "shadowclone-claude",
     "shadowclone-codex",
     "shadowclone-docker-launch",
+    "shadowclone-fake-launch",
     "shadowclone-testing",
 )
-"""The README's install line."""
+"""The README's install line, and the fake launcher the testing kit brings with it."""
 
 
 def uv() -> str:

@@ -31,6 +31,8 @@ import pytest
 from shadowclone.config import HOME_VARIABLE, Paths
 from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
+from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
+from shadowclone_fake_launch.scripts import SCRIPTS_VARIABLE
 
 from shadowclone_testing.fakes.github import openapi
 from shadowclone_testing.harness import (
@@ -41,9 +43,7 @@ from shadowclone_testing.harness import (
     set_up,
     skip_or_fail,
 )
-from shadowclone_testing.launcher import FakeLauncher, default_state_dir
 from shadowclone_testing.owner import Owner, an_owner
-from shadowclone_testing.scripts import SCRIPTS_VARIABLE
 from shadowclone_testing.serving import Scripts, remove_all
 
 

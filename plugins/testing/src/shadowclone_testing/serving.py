@@ -24,16 +24,16 @@ from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
 from shadowclone.plugin import Launcher
 from shadowclone.serve.loop import ServeSettings, serve_clones
-
-from shadowclone_testing.harness import make_home, set_up
-from shadowclone_testing.launcher import FakeLauncher
-from shadowclone_testing.scripts import (
+from shadowclone_fake_launch.launcher import FakeLauncher
+from shadowclone_fake_launch.scripts import (
     SCRIPTS_VARIABLE,
     Play,
     Script,
     ScriptsFile,
     write_scripts,
 )
+
+from shadowclone_testing.harness import make_home, set_up
 
 WAIT_S = 30.0
 """Bound on every wait: long enough for a slow machine, short enough to end a hang."""

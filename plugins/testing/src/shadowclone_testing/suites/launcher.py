@@ -9,7 +9,7 @@ clone behave a certain way, and what the launcher leaves behind for a clone:
         def traces(self, launcher, clone_id): ...
 
 The clone programs behave as `Behaviour` says; the fake launcher gets them from its test
-scripts (`shadowclone_testing.player`), another launcher may run the same player in its
+scripts (`shadowclone_fake_launch.player`), another launcher may run the same player in its
 image.
 """
 
@@ -32,8 +32,7 @@ from shadowclone.node.runfolder import new_clone_id
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Request
 from shadowclone.node.target import Target
 from shadowclone.plugin import CloneStatus, Launcher, LaunchSpec, LaunchState, Outcome
-
-from shadowclone_testing.scripts import Play, Script
+from shadowclone_fake_launch.scripts import Play, Script
 
 WAIT_S = 30.0
 """Bound on every wait, so that a broken launcher fails instead of hanging."""
@@ -69,7 +68,7 @@ PLAYER_SCRIPTS: dict[Behaviour, Script] = {
     Behaviour.STUBBORN: Script(play=Play.HANG, ignore_stop=True),
     Behaviour.PROBE: Script(play=Play.PROBE),
 }
-"""The test scripts of the kit's player (`python -m shadowclone_testing.player SCRIPT`) that
+"""The test scripts of the kit's player (`python -m shadowclone_fake_launch.player SCRIPT`) that
 behave as each `Behaviour` says: a launcher under test may run the player instead of the run
 program, with the script `arrange` leaves."""
 

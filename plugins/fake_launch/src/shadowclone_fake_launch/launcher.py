@@ -39,8 +39,8 @@ from shadowclone.files import write_atomic
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.plugin import CloneStatus, LaunchSpec, LaunchState, contract
 
-from shadowclone_testing import keeper, users
-from shadowclone_testing.scripts import SCRIPTS_VARIABLE, read_scripts, script_json
+from shadowclone_fake_launch import keeper, users
+from shadowclone_fake_launch.scripts import SCRIPTS_VARIABLE, read_scripts, script_json
 
 STATE_VARIABLE = "SHADOWCLONE_FAKE_LAUNCH_DIR"
 """Overrides where the fake launcher keeps its clones (default: beside the clones folder)."""
@@ -343,7 +343,7 @@ class FakeLauncher:
             if script is not None:
                 script_file = folder / "script.json"
                 write_atomic(script_file, script_json(script, scripts.start_log).encode())
-                return [self.python, "-m", "shadowclone_testing.player", str(script_file)]
+                return [self.python, "-m", "shadowclone_fake_launch.player", str(script_file)]
         if not run_program_available():
             raise PluginUnavailable(
                 f"cannot launch clone {spec.clone_id}: the run program (`python -m "

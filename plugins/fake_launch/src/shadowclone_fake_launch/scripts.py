@@ -2,7 +2,7 @@
 
 A test knob of this plugin only: when the variable `SHADOWCLONE_FAKE_SCRIPTS` of the process
 that runs the launcher (serve) names a scripts file, each clone whose target is listed there (or
-every clone, with a `default`) plays that script with `shadowclone_testing.player`. The
+every clone, with a `default`) plays that script with `shadowclone_fake_launch.player`. The
 scripts file is JSON:
 
     {"start_log": "/tmp/starts.jsonl",

@@ -14,19 +14,20 @@ import psutil
 import pytest
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.plugin import Launcher, LaunchState
-from shadowclone_testing import keeper
-from shadowclone_testing.launcher import FakeLauncher
-from shadowclone_testing.scripts import (
-    ScriptsFile,
-    read_scripts,
-    write_scripts,
-)
 from shadowclone_testing.suites.launcher import (
     HANG_NOTE,
     PLAYER_SCRIPTS,
     WAIT_S,
     Behaviour,
     LauncherContract,
+)
+
+from shadowclone_fake_launch import keeper
+from shadowclone_fake_launch.launcher import FakeLauncher
+from shadowclone_fake_launch.scripts import (
+    ScriptsFile,
+    read_scripts,
+    write_scripts,
 )
 
 
@@ -85,7 +86,7 @@ def test_a_clone_outlives_the_process_that_launched_it(root: Path) -> None:
         "import sys\n"
         "from pathlib import Path\n"
         "from shadowclone.plugin import LaunchSpec\n"
-        "from shadowclone_testing.launcher import FakeLauncher\n"
+        "from shadowclone_fake_launch.launcher import FakeLauncher\n"
         "root = Path(sys.argv[1])\n"
         "FakeLauncher(root / 'fake-launch', root / 'scripts.json').launch(\n"
         "    LaunchSpec(sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]), 'img'))\n"

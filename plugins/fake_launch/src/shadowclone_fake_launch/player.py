@@ -1,6 +1,6 @@
 """Plays one test script as a clone would: progress lines out, deliveries and the stop marker in.
 
-Run by the fake launcher as `python -m shadowclone_testing.player SCRIPT_JSON` with the
+Run by the fake launcher as `python -m shadowclone_fake_launch.player SCRIPT_JSON` with the
 variables a clone gets (`SHADOWCLONE_RUN_FOLDER`...). It reads only what a clone may read:
 `deliveries.jsonl`, the stop marker and the secrets file. Deliveries are not de-duplicated
 here, so a line delivered twice shows as two progress lines.
@@ -36,7 +36,7 @@ from shadowclone.node.schemas import (
 from shadowclone.plugin.types import NetworkMode, Outcome
 from watchfiles import Change, watch
 
-from shadowclone_testing.scripts import Play, Script, parse_script_json
+from shadowclone_fake_launch.scripts import Play, Script, parse_script_json
 
 QUESTION_ID = "q1"
 
