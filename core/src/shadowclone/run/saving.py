@@ -67,6 +67,16 @@ class Saving:
         self.sessions = sessions
         self.access = access
         self.caps = caps
+        self.finished = False
+        """The final line is written: no later phase needs the engine's corner."""
+
+    async def finish(self, done: Finished) -> int:
+        """Save the work and write the final line; returns the exit code."""
+        result, saved = await self.save_or_fail(done)
+        report = self.report(done.plan, done.workspace, result, done.reviews, saved)
+        self.finished = True
+        self.progress.final(result.outcome, saved.pr_url if saved else None, report)
+        return 0 if result.outcome in (Outcome.DONE, Outcome.STOPPED) else 1
 
     async def save_or_fail(self, done: Finished) -> tuple[EngineResult, Saved | None]:
         """Save what there is to save: the result, failed if work done could not be saved."""

@@ -96,3 +96,11 @@ class Tasks:
             run_as=self.identity.argv_prefix(),
             resume=resume,
         )
+
+    async def for_early_start(self) -> EngineTask:
+        """The task an early engine starts for: no prompt yet, the web tools on."""
+        return await self.new("", web_tools=True)
+
+    async def for_consultation(self, prompt: str) -> EngineTask:
+        """A review's consultation: a session of its own, without web tools."""
+        return await self.new(prompt, web_tools=False)
