@@ -23,7 +23,7 @@ from shadowclone.node.admission import (
     clone_caps,
     request_for,
 )
-from shadowclone.node.engines import Engines
+from shadowclone.node.engines import Engines, engine_and_login
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import NO_CAPS, Caps
 from shadowclone.node.setups import read_setup
@@ -43,7 +43,7 @@ class Starting:
         self,
         config: Config,
         waiting: Waiting,
-        engines: Callable[[], Engines],
+        engines: Callable[[], Engines[Login]],
         clock: Callable[[], datetime],
     ) -> None:
         self.config = config
@@ -69,21 +69,9 @@ class Starting:
         with contextlib.suppress(MalformedFile):  # admission reports it, under the lock
             setup = read_setup(self.paths, target.repo_full_name)
             engine = engine or (setup.engine if setup else None)
-        engine_name = engine or self.config.engine
-        provider = self.config.provider(engine_name)
-        if provider is None:
-            raise BadInput(
-                f"engine {engine_name!r}: no [providers.{engine_name}] table in "
-                f"{self.paths.config_file}"
-            )
-        engines = self.engines()
-        registration = engines.engine(engine_name)
-        login = engines.secret_provider(provider.login)
-        if login.engine not in (None, engine_name):
-            raise BadInput(
-                f"{self.paths.config_file}: providers.{engine_name}.login: {provider.login!r} is a "
-                f"login for {login.engine}, not {engine_name}"
-            )
+        chosen = engine_and_login(
+            self.config, self.paths.config_file, self.engines, engine or self.config.engine
+        )
         files.make_folder(self.paths.clones_dir)
         files.make_folder(self.paths.active_dir)
         lock = files.FileLock(
@@ -91,10 +79,14 @@ class Starting:
         )
         try:
             with lock:
-                api = provider.base_url or login.base_url or registration.default_base_url
+                api = (
+                    chosen.provider.base_url
+                    or chosen.login.base_url
+                    or chosen.registration.default_base_url
+                )
                 model_host = urlparse(api).netloc if api else None
                 return self._admit(
-                    target, engine_name, login, instructions, model_host, allow_secrets, caps
+                    target, chosen.name, chosen.login, instructions, model_host, allow_secrets, caps
                 )
         except files.LockBusy:
             raise Refused(
