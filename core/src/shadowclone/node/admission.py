@@ -78,12 +78,18 @@ def admitted_target(
             f"{repo} was set up under config version {setup.config_version} and the config "
             f"is now at version {config.version}; run `shadowclone setup {repo}` again"
         )
-    if login.private_repos_only and setup.visibility != "private":
+    if login_refuses(login, setup.visibility):
         raise Refused(f"the {login.name} login never works on {setup.visibility} {repo}")
     if same_repo(setup.repo, repo):  # shown as GitHub spells it, whatever was typed
         owner, name = setup.repo.split("/", 1)
         return attrs.evolve(target, owner=owner, repo=name)
     return target
+
+
+def login_refuses(login: Login, visibility: str | None) -> bool:
+    """A login for private repositories only (a ChatGPT plan) never works on another: checked
+    here for `start` and for `setup`, which refuses the repository before recording it."""
+    return login.private_repos_only and visibility != "private"
 
 
 def check_daily_limit(started_today: int, config: Config) -> None:

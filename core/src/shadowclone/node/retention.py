@@ -12,6 +12,7 @@ clones index keeps the id: the daily limit still counts a removed clone.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
@@ -26,6 +27,8 @@ import attrs
 from shadowclone.errors import BadInput, MalformedFile, Refused
 from shadowclone.node.index import CloneIndex
 from shadowclone.node.runfolder import RunFolder, is_clone_id
+
+log = logging.getLogger("shadowclone.node.local")  # the node operations log under one name
 
 TRASH_PREFIX = ".removing-"
 
@@ -109,6 +112,25 @@ class Retention:
             raise BadInput(f"no clone {folder.id!r}; another removal took it") from None
         size = tree_size(hidden)
         return Removed(folder.id, str(state), ended, size, delete_tree(hidden))
+
+    def prune(self, index: CloneIndex, before: datetime, dry_run: bool = False) -> list[Removed]:
+        """Remove every clone that ended before `before`, and finish what an earlier removal
+        left; `dry_run`: only say which clones would go. A clone that cannot go is logged and
+        stays: one bad folder does not stop the prune."""
+        gone: list[Removed] = []
+        for folder in self.ended_before(index, before):
+            if dry_run:
+                state, ended = self.removable(folder)
+                gone.append(Removed(folder.id, str(state), ended, tree_size(folder.path)))
+                continue
+            try:
+                gone.append(self.remove(folder))
+            except (BadInput, Refused, MalformedFile) as error:
+                log.warning("clone %s stays: %s", folder.id, error)
+        if not dry_run:
+            for hidden in self.leftovers():
+                delete_tree(hidden)
+        return gone
 
     def ended_before(self, index: CloneIndex, moment: datetime) -> Iterator[RunFolder]:
         """Run folders of ended clones that ended before `moment`, oldest id first."""

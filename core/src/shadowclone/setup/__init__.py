@@ -24,7 +24,14 @@ from shadowclone.environment import devcontainer
 from shadowclone.environment.declared import DECLARATIONS, Environment, declared
 from shadowclone.environment.recipe import recipe_for
 from shadowclone.errors import BadInput, PluginUnavailable, ShadowcloneError
+from shadowclone.node.admission import Login, login_refuses
 from shadowclone.node.checks import ENVIRONMENT_FOLDER, CheckReport
+from shadowclone.node.engines import (
+    EngineLogin,
+    LoginOfAnotherEngine,
+    NoProvider,
+    engine_and_login,
+)
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import (
     ProgressKind,
@@ -80,6 +87,14 @@ class SetupSummary:
         return self.record is not None
 
 
+class _Stopped(Exception):
+    """A check failed: setup ends there, and the summary so far is its answer."""
+
+    def __init__(self, summary: SetupSummary) -> None:
+        super().__init__(summary.repo)
+        self.summary = summary
+
+
 class _Summary:
     def __init__(self, repo: str, on_check: Callable[[Check], None] | None = None) -> None:
         self.repo = repo
@@ -92,6 +107,11 @@ class _Summary:
         if self.on_check is not None:
             self.on_check(check)
         return passed
+
+    def fail(self, name: str, detail: str, *next_steps: str, refused: bool = False) -> _Stopped:
+        """A failed check, which the caller raises: each step reads as its checks in order."""
+        self.add(name, False, detail)
+        return _Stopped(self.done(*next_steps, refused=refused))
 
     def done(
         self, *next_steps: str, record: SetupRecord | None = None, refused: bool = False
@@ -121,76 +141,137 @@ def setup_repository(
     `devcontainer_path` chooses the dev container configuration among several (by default the
     specification's default one, or the only one)."""
     owner, name = parse_repo(repo_text)
-    repo = f"{owner}/{name}"
-    summary = _Summary(repo, on_check)
+    summary = _Summary(f"{owner}/{name}", on_check)
     summary.add("config", True, f"{paths.config_file} is valid (version {config.version})")
-
-    engine_name = engine or config.engine
-    provider = config.provider(engine_name)
-    if provider is None:
-        summary.add("engine", False, f"no [providers.{engine_name}] in {paths.config_file}")
-        return summary.done(f'add [providers.{engine_name}] with login = "..." to the config')
     try:
-        registry.engine(engine_name)
-        login = registry.secret_provider(provider.login)
-    except PluginUnavailable as error:
-        summary.add("engine", False, str(error))
-        return summary.done("install the engine's plugin, or pick another with --engine")
-    if login.engine not in (None, engine_name):
-        summary.add("engine", False, f"the login {login.name} is for {login.engine}")
-        return summary.done(f"set providers.{engine_name}.login to one of its logins")
-    summary.add("engine", True, f"{engine_name} with the {login.name} login")
+        chosen = _engine(summary, config, paths, registry, engine or config.engine)
+        keys = _secrets_file(summary, paths, registry, chosen.login)
+        launcher = _launcher(summary, config, paths, registry)
+        request = _check_request(config, owner, name, chosen, image, devcontainer_path)
+        report = run_check_clone(paths, launcher, request, timeout_s, on_progress)
+        _check_clone(summary, paths, report, keys)
+        repo = _repository(summary, report, chosen.login)
+        record = _record(summary, config, paths, repo, chosen, report, image, check_commands)
+        if record.environment is not None and build:
+            _build(summary, config, paths, launcher, record, on_progress)
+    except _Stopped as stopped:
+        return stopped.summary
+    return summary.done(f"shadowclone start {repo}#<issue or pull request number>", record=record)
 
-    # The secrets template first: the owner can fill it in while getting Docker ready.
+
+def _check_request(
+    config: Config,
+    owner: str,
+    name: str,
+    chosen: EngineLogin[SecretProviderRegistration],
+    image: str | None,
+    devcontainer_path: str | None,
+) -> Request:
+    """The check clone's request: a real clone's mounts and login, in check mode."""
+    return Request(
+        id="check",
+        target=Target(owner, name, 1),
+        engine=chosen.name,
+        login=chosen.login.name,
+        launcher=config.launcher,
+        image=image or config.image,
+        github_url=config.github.url,
+        github_api_url=config.github.api_url,
+        base_url=chosen.provider.base_url,
+        mode=RunMode.CHECK,
+        environment=devcontainer_path,
+    )
+
+
+def _engine(
+    summary: _Summary, config: Config, paths: Paths, registry: Registry, engine: str
+) -> EngineLogin[SecretProviderRegistration]:
+    """The engine and its login, checked as `start` checks them (`node.engines`)."""
+    try:
+        chosen = engine_and_login(config, paths.config_file, lambda: registry, engine)
+    except NoProvider:
+        raise summary.fail(
+            "engine",
+            f"no [providers.{engine}] in {paths.config_file}",
+            f'add [providers.{engine}] with login = "..." to the config',
+        ) from None
+    except PluginUnavailable as error:
+        raise summary.fail(
+            "engine", str(error), "install the engine's plugin, or pick another with --engine"
+        ) from None
+    except LoginOfAnotherEngine as error:
+        raise summary.fail(
+            "engine",
+            f"the login {error.login.name} is for {error.login.engine}",
+            f"set providers.{engine}.login to one of its logins",
+        ) from None
+    summary.add("engine", True, f"{engine} with the {chosen.login.name} login")
+    return chosen
+
+
+def _secrets_file(
+    summary: _Summary, paths: Paths, registry: Registry, login: SecretProviderRegistration
+) -> list[str]:
+    """The keys the clones of `login` need. The secrets template comes first: the owner can
+    fill it in while getting Docker ready."""
     secrets = paths.secrets_file
     keys = _keys(registry, login)
     if create_template(secrets, registry.secret_providers()):
-        summary.add("secrets file", False, f"created {secrets} (mode 0600), an empty template")
-        return summary.done(
-            f"paste {', '.join(keys)} into {secrets}, then run `shadowclone setup {repo}` again"
+        raise summary.fail(
+            "secrets file",
+            f"created {secrets} (mode 0600), an empty template",
+            f"paste {', '.join(keys)} into {secrets}, then run `shadowclone setup {summary.repo}` "
+            "again",
         )
     problems = privacy_problems(secrets)
     if problems:
-        summary.add("secrets file", False, "; ".join(problems))
-        return summary.done("make the secrets file private to you, then run setup again")
+        raise summary.fail(
+            "secrets file",
+            "; ".join(problems),
+            "make the secrets file private to you, then run setup again",
+        )
     summary.add("secrets file", True, f"{secrets} is private to you")
+    return keys
 
+
+def _launcher(summary: _Summary, config: Config, paths: Paths, registry: Registry) -> Launcher:
     try:
         settings = LauncherSettings(paths.clones_dir, config.image)
         launcher = registry.launcher(config.launcher).factory(settings)
         launcher.check()
     except ShadowcloneError as error:
-        summary.add("launcher", False, f"{config.launcher}: {error}")
-        return summary.done("fix the launcher, then run setup again")
+        raise summary.fail(
+            "launcher", f"{config.launcher}: {error}", "fix the launcher, then run setup again"
+        ) from None
     summary.add("launcher", True, f"{config.launcher} can run clones")
+    return launcher
 
-    request = Request(
-        id="check",
-        target=Target(owner, name, 1),
-        engine=engine_name,
-        login=login.name,
-        launcher=config.launcher,
-        image=image or config.image,
-        github_url=config.github.url,
-        github_api_url=config.github.api_url,
-        base_url=provider.base_url,
-        mode=RunMode.CHECK,
-        environment=devcontainer_path,
-    )
-    report = run_check_clone(paths, launcher, request, timeout_s, on_progress)
+
+def _check_clone(summary: _Summary, paths: Paths, report: CheckReport, keys: list[str]) -> None:
+    """What the check clone reported of itself and of the secrets file's values."""
     problems = list(report.problems)
     if not problems and not report.missing_secrets and not report.user:
         problems.append("GitHub named no user for the token")
-    if not summary.add(
-        "check clone",
-        not problems,
-        "; ".join(problems) or f"GitHub answers as {report.user}",
-    ):
-        return summary.done("fix what the check clone reported, then run setup again")
+    if problems:
+        raise summary.fail(
+            "check clone",
+            "; ".join(problems),
+            "fix what the check clone reported, then run setup again",
+        )
+    summary.add("check clone", True, f"GitHub answers as {report.user}")
     if report.missing_secrets:
-        summary.add("logins", False, f"no value for {', '.join(report.missing_secrets)}")
-        return summary.done(f"paste {', '.join(report.missing_secrets)} into {secrets}")
+        raise summary.fail(
+            "logins",
+            f"no value for {', '.join(report.missing_secrets)}",
+            f"paste {', '.join(report.missing_secrets)} into {paths.secrets_file}",
+        )
     summary.add("logins", True, f"{', '.join(keys)} present")
+
+
+def _repository(summary: _Summary, report: CheckReport, login: Login) -> str:
+    """What GitHub said of the repository, checked against the login and the owner's access;
+    the repository's name as GitHub spells it (what the clones will show)."""
+    repo = summary.repo
     unsaid = [
         what
         for what, value in (
@@ -201,35 +282,53 @@ def setup_repository(
         if value is None or value == ""
     ]
     if unsaid:
-        summary.add("repository", False, f"GitHub did not say {', '.join(unsaid)} of {repo}")
-        return summary.done("check the token's access to the repository, then run setup again")
+        raise summary.fail(
+            "repository",
+            f"GitHub did not say {', '.join(unsaid)} of {repo}",
+            "check the token's access to the repository, then run setup again",
+        )
     summary.add(
         "repository",
         True,
         f"{report.visibility}, default branch {report.default_branch}",
     )
-    if login.private_repos_only and report.visibility != "private":
-        summary.add(
+    if login_refuses(login, report.visibility):
+        raise summary.fail(
             "login and visibility",
-            False,
             f"the {login.name} login never works on a {report.visibility} repository",
+            "use an API-key login for this repository",
+            refused=True,
         )
-        return summary.done("use an API-key login for this repository", refused=True)
-    if not summary.add(
-        "push permission",
-        bool(report.can_push),
-        f"{report.user} can push to {repo}" if report.can_push else f"{report.user} cannot push",
-    ):
-        return summary.done("ask for write access to the repository", refused=True)
-
+    if not report.can_push:
+        raise summary.fail(
+            "push permission",
+            f"{report.user} cannot push",
+            "ask for write access to the repository",
+            refused=True,
+        )
+    summary.add("push permission", True, f"{report.user} can push to {repo}")
     if report.full_name and same_repo(report.full_name, repo):
-        repo = report.full_name  # as GitHub spells it: what the clones will show
+        return report.full_name
+    return repo
+
+
+def _record(
+    summary: _Summary,
+    config: Config,
+    paths: Paths,
+    repo: str,
+    chosen: EngineLogin[SecretProviderRegistration],
+    report: CheckReport,
+    image: str | None,
+    check_commands: Sequence[str],
+) -> SetupRecord:
+    """Write the setup record: what the check clone found, and the environment it kept."""
     environment = _declared(paths, repo)
     record = SetupRecord(
         repo=repo,
         config_version=config.version,
-        engine=engine_name,
-        login=login.name,
+        engine=chosen.name,
+        login=chosen.login.name,
         visibility=report.visibility or "private",
         default_branch=report.default_branch or "main",
         can_push=True,
@@ -242,28 +341,40 @@ def setup_repository(
     summary.add("setup record", True, f"{path} (config version {config.version})")
     if record.environment is not None:
         summary.add("declaration", True, declaration_summary(environment))
-    if record.environment is not None and build:
-        spec = LaunchSpec(
-            clone_id=new_clone_id(now()),
-            run_folder=paths.clones_dir / CHECKS_FOLDER,
-            secrets_file=paths.secrets_file,
-            image=image or config.image,
-            environment=recipe_for(config, paths, repo),
-        )
+    return record
 
-        def say(text: str) -> None:
-            if on_progress is not None:
-                on_progress(ProgressLine(Step.PREPARE, ProgressKind.NOTE, text))
 
-        try:
-            prepared = launcher.prepare(spec, say, threading.Event())
-        except Exception as error:  # noqa: BLE001 - whatever the launcher raised, said in one line
-            summary.add("environment", False, f"{record.environment}: {error}")
-            return summary.done(
-                f"fix {record.environment} (`shadowclone env show {repo}`), then run setup again"
-            )
-        summary.add("environment", True, f"{record.environment}: clones run in {prepared.image}")
-    return summary.done(f"shadowclone start {repo}#<issue or pull request number>", record=record)
+def _build(
+    summary: _Summary,
+    config: Config,
+    paths: Paths,
+    launcher: Launcher,
+    record: SetupRecord,
+    on_progress: Callable[[ProgressLine], None] | None,
+) -> None:
+    """Have the launcher make (or find) the image of the environment the record declares."""
+    spec = LaunchSpec(
+        clone_id=new_clone_id(now()),
+        run_folder=paths.clones_dir / CHECKS_FOLDER,
+        secrets_file=paths.secrets_file,
+        image=record.image or config.image,
+        environment=recipe_for(config, paths, record.repo),
+    )
+
+    def say(text: str) -> None:
+        if on_progress is not None:
+            on_progress(ProgressLine(Step.PREPARE, ProgressKind.NOTE, text))
+
+    try:
+        prepared = launcher.prepare(spec, say, threading.Event())
+    except Exception as error:  # noqa: BLE001 - whatever the launcher raised, said in one line
+        raise summary.fail(
+            "environment",
+            f"{record.environment}: {error}",
+            f"fix {record.environment} (`shadowclone env show {record.repo}`), then run setup "
+            "again",
+        ) from None
+    summary.add("environment", True, f"{record.environment}: clones run in {prepared.image}")
 
 
 def declaration_summary(environment: Environment) -> str:
