@@ -2,11 +2,20 @@
 the engine drivers' subprocesses), not on each backend anyio knows; and the testing kit's
 fixtures (`sc_home`, `sc_node`, `sc_cli`...), whose pytest plugin loads only where a project
 asks for it. pytest takes `pytest_plugins` only from the rootdir's conftest: this one, for
-every folder of pyproject.toml's testpaths, the plugins' tests included."""
+every folder of pyproject.toml's testpaths, the plugins' tests included.
+
+Hypothesis runs without its per-example deadline and its too-slow health check: how fast is a
+benchmark's question (bench/), and a loaded machine must not fail a property that holds."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "shadowclone", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("shadowclone")
 
 pytest_plugins = ["shadowclone_testing.pytest_plugin"]
 
