@@ -64,8 +64,10 @@ class TestPauses:
         gh = world.github
         number = gh.create_issue("owner/app", author="owner", title="Limited work")
         shell = Shell("echo before-the-limit > BEFORE.md && echo wrote-before")
-        with models(shell, UsageLimit(reset_in_s=2), Text("Done after the reset.")) as server:
-            folder = world.on(engine, number, server, stall_timeout_s=1)
+        # The wait for the reset is longer than the stall timeout, which is longer than an
+        # engine takes to start under load: the wait is no stall.
+        with models(shell, UsageLimit(reset_in_s=8), Text("Done after the reset.")) as server:
+            folder = world.on(engine, number, server, stall_timeout_s=5)
             code, lines = world.run(folder)
             requests = server.model_requests()
         assert (code, lines[-1].outcome) == (0, Outcome.DONE), [line.text for line in lines]
@@ -299,13 +301,15 @@ class TestPauses:
         gh = world.github
         number = gh.create_issue("owner/app", author="owner", title="Capped work")
         hang = Hang()
-        with models(Shell("echo wip > WIP.md && sleep 3"), hang) as server:
+        # The cap falls in the tool's sleep, after WIP.md is written however long the engine
+        # takes to start (a few seconds under load).
+        with models(Shell("echo wip > WIP.md && sleep 12"), hang) as server:
             folder = world.on(
                 engine,
                 number,
                 server,
-                caps=Caps(minutes=0.02),
-                stall_timeout_s=4,
+                caps=Caps(minutes=0.12),
+                stall_timeout_s=20,
                 ask_timeout_s=2,
             )
             code, lines = world.run(folder)
@@ -314,7 +318,7 @@ class TestPauses:
         assert (code, final.outcome) == (0, Outcome.STOPPED)
         [answer] = [line.answer for line in lines if line.answer is not None]
         assert (answer.choice, answer.chosen_by.value) == ("finish now", "timeout")
-        assert final.report is not None and "time cap of 0.02 minutes" in final.report
+        assert final.report is not None and "time cap of 0.12 minutes" in final.report
         assert gh.read_file("owner/app", "shadowclone/1-capped-work", "WIP.md") == "wip\n"
         [pull] = gh.pull_requests("owner/app")
         assert pull.pull is not None and pull.pull.draft
