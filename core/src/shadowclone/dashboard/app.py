@@ -40,7 +40,7 @@ from shadowclone.dashboard.gate import Gate
 from shadowclone.dashboard.hosts import HostGate, ServedNames
 from shadowclone.dashboard.pages import HEADERS, STATIC, page, render, static_files, web_link
 from shadowclone.dashboard.pages import TEMPLATES as TEMPLATES  # noqa: PLC0414  (tests read it)
-from shadowclone.dashboard.sessions import ABSOLUTE_S, IDLE_S
+from shadowclone.dashboard.sessions import ABSOLUTE_S, IDLE_S, Sessions
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.local import CloneView, LocalNode
 from shadowclone.node.runfolder import RunFolder
@@ -98,7 +98,7 @@ class Dashboard:
         absolute_s: float = ABSOLUTE_S,
     ) -> None:
         self.node = node
-        self.gate = Gate(token, origin, clock, idle_s, absolute_s)
+        self.gate = Gate(token, origin, clock, Sessions(clock, idle_s, absolute_s))
         self.acts = Actions(node, self.gate, clock)
         self.streams: dict[str, int] = {}
         """Live streams by client (a session's key, or "bearer")."""

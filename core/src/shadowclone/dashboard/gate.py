@@ -5,7 +5,6 @@ token in a URL). A session's forms carry its CSRF value and come from the dashbo
 from __future__ import annotations
 
 import hmac
-import time
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -14,7 +13,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from shadowclone.dashboard.keys import LOGIN_CODE_S, read_login_code
 from shadowclone.dashboard.pages import page
-from shadowclone.dashboard.sessions import ABSOLUTE_S, IDLE_S, Session, Sessions
+from shadowclone.dashboard.sessions import Session, Sessions
 
 COOKIE = "shadowclone_session"
 
@@ -25,18 +24,13 @@ class Gate:
     """The owner's way in, and the sessions it opened."""
 
     def __init__(
-        self,
-        token: str,
-        origin: str | None = None,
-        clock: Callable[[], float] = time.time,
-        idle_s: float = IDLE_S,
-        absolute_s: float = ABSOLUTE_S,
+        self, token: str, origin: str | None, clock: Callable[[], float], sessions: Sessions
     ) -> None:
         self.token = token
         self.origin = origin
         self.clock = clock
         self.started = clock()
-        self.sessions = Sessions(clock, idle_s, absolute_s)
+        self.sessions = sessions
         self.used_codes: dict[str, int] = {}
 
     def bearer(self, request: Request) -> bool:

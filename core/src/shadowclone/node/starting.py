@@ -56,12 +56,12 @@ class Starting:
     def start(
         self,
         target_text: str,
-        engine: str | None = None,
-        instructions: str = "",
-        allow_secrets: bool = False,
-        caps: Caps | None = None,
+        engine: str | None,
+        instructions: str,
+        allow_secrets: bool,
+        caps: Caps | None,
     ) -> CloneView:
-        """See `LocalNode.start`."""
+        """See `LocalNode.start`, which gives every argument."""
         target = Target.parse(target_text, self.config.github.url)
         caps = clone_caps(caps or Caps(), self.config)
         if engine is not None and not engine.strip():

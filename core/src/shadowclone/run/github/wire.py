@@ -26,6 +26,17 @@ import httpx2
 from shadowclone.errors import BadInput, Refused, ShadowcloneError
 
 
+@attrs.frozen
+class Outgoing:
+    """One request as it goes out; `what` names it in every error."""
+
+    what: str
+    method: str
+    url: str
+    params: Mapping[str, str] | None = None
+    body: Mapping[str, object] | None = None
+
+
 class Sent(TypedDict, total=False):
     """What a call may send besides its path: a query and a JSON body."""
 
@@ -175,9 +186,8 @@ class Wire:
         return Answer(data, what)
 
     def call_raw(self, what: str, method: str, path: str, **sent: Unpack[Sent]) -> Any:
-        return self._page(
-            what, method, self.api_url + path, sent.get("params"), sent.get("body")
-        ).data
+        out = Outgoing(what, method, self.api_url + path, sent.get("params"), sent.get("body"))
+        return self._page(out).data
 
     def pages(
         self,
@@ -195,7 +205,7 @@ class Wire:
         query: Mapping[str, str] | None = {**(params or {}), "per_page": str(PER_PAGE)}
         for _ in range(max_pages):
             assert url is not None
-            page = self._page(what, "GET", url, query, None)
+            page = self._page(Outgoing(what, "GET", url, query))
             items = (
                 page.data.get(key) if key is not None and isinstance(page.data, dict) else page.data
             )
@@ -210,9 +220,8 @@ class Wire:
 
     def graphql(self, what: str, query: str, variables: Mapping[str, object]) -> Answer:
         """The `data` of a GraphQL query; GitHub answers errors with 200 and an `errors` list."""
-        page = self._page(
-            what, "POST", self.graphql_url, None, {"query": query, "variables": dict(variables)}
-        )
+        body = {"query": query, "variables": dict(variables)}
+        page = self._page(Outgoing(what, "POST", self.graphql_url, body=body))
         if not isinstance(page.data, dict):
             raise shape_error(what, "an object")
         errors = page.data.get("errors")
@@ -292,41 +301,27 @@ class Wire:
         if not url.startswith(self.api_url + "/"):
             raise ShadowcloneError(f"GitHub's next page to {what} is elsewhere: {url}")
 
-    def _page(
-        self,
-        what: str,
-        method: str,
-        url: str,
-        params: Mapping[str, str] | None,
-        body: Mapping[str, object] | None,
-    ) -> Page:
-        response = self._send_past_rate_limits(what, method, url, params, body)
+    def _page(self, out: Outgoing) -> Page:
+        response = self._send_past_rate_limits(out)
         try:
             data, _, more = gidgethub.sansio.decipher_response(
                 response.status_code, response.headers, response.content
             )
         except gidgethub.HTTPException as error:
-            raise http_error(what, error) from error
+            raise http_error(out.what, error) from error
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             raise ShadowcloneError(
-                f"GitHub answered {response.status_code} to {what} with a body it cannot "
+                f"GitHub answered {response.status_code} to {out.what} with a body it cannot "
                 f"be read from ({type(error).__name__})"
             ) from error
         return Page(data, more)
 
-    def _send_past_rate_limits(
-        self,
-        what: str,
-        method: str,
-        url: str,
-        params: Mapping[str, str] | None,
-        body: Mapping[str, object] | None,
-    ) -> httpx2.Response:
+    def _send_past_rate_limits(self, out: Outgoing) -> httpx2.Response:
         """The answer to one request, sent again after each rate-limit refusal once its wait
         is over, while the waits stay within bounds."""
         waited_s = 0.0
         for attempt in range(RATE_LIMIT_TRIES + 1):
-            response = self._send(what, method, url, params, body)
+            response = self._send(out)
             wait = rate_limit_wait(response.status_code, response.headers, data_of(response))
             if wait is None:
                 return response
@@ -334,7 +329,7 @@ class Wire:
             seconds = SECONDARY_WAIT_S * 2**attempt if asked is None else asked
             if attempt == RATE_LIMIT_TRIES or waited_s + seconds > self.max_wait_s:
                 raise Refused(
-                    f"GitHub's {why} to {what} asks a wait of {seconds:.0f} s, past what a "
+                    f"GitHub's {why} to {out.what} asks a wait of {seconds:.0f} s, past what a "
                     f"clone waits ({self.max_wait_s:.0f} s in all, {RATE_LIMIT_TRIES} waits)"
                 )
             if self.waited is not None:
@@ -344,34 +339,27 @@ class Wire:
             waited_s += seconds
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _send(
-        self,
-        what: str,
-        method: str,
-        url: str,
-        params: Mapping[str, str] | None,
-        body: Mapping[str, object] | None,
-    ) -> httpx2.Response:
+    def _send(self, out: Outgoing) -> httpx2.Response:
         with self._lock:
-            if method != "GET":
+            if out.method != "GET":
                 pause = self._last_write + self._seconds_between_writes - time.monotonic()
                 if pause > 0:
                     time.sleep(pause)
             try:
                 return self._http.request(
-                    method,
-                    url,
-                    params=params,
-                    content=None if body is None else json.dumps(body).encode(),
-                    headers=None if body is None else {"content-type": "application/json"},
+                    out.method,
+                    out.url,
+                    params=out.params,
+                    content=None if out.body is None else json.dumps(out.body).encode(),
+                    headers=None if out.body is None else {"content-type": "application/json"},
                 )
             except httpx2.HTTPError as error:
                 raise ShadowcloneError(
-                    f"GitHub at {self.api_url} cannot be reached to {what}: "
+                    f"GitHub at {self.api_url} cannot be reached to {out.what}: "
                     f"{_one_line(str(error)) or type(error).__name__}"
                 ) from error
             finally:
-                if method != "GET":
+                if out.method != "GET":
                     self._last_write = time.monotonic()
 
 
