@@ -30,6 +30,7 @@ import abc
 import asyncio
 import contextlib
 import logging
+import secrets
 import signal
 import subprocess
 import sys
@@ -260,6 +261,13 @@ def git_workspace(path: Path) -> Path:
     subprocess.run([*git, "add", "README.md"], cwd=path, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "initial"], cwd=path, check=True)
     return path
+
+
+def odd_sleep(seconds: int) -> str:
+    """A `sleep` command of `seconds` and an odd fraction of one, drawn anew: its command line
+    marks its process among all the machine's, never one another test (or another test run
+    beside this one) started. Claude Code refuses a bare `sleep N`."""
+    return f"sleep {seconds}.{100000 + secrets.randbelow(900000)}"
 
 
 def processes_running(marker: str) -> list[psutil.Process]:
@@ -517,13 +525,14 @@ class EngineScenarios(abc.ABC):
         await self.the_clone_goes_on(harness, watch)
 
     async def test_a_message_while_a_tool_runs_reaches_the_model(self, harness: Harness) -> None:
-        # Claude Code refuses a bare `sleep N`; the odd duration marks the process to look for.
-        harness.server.add(Shell("echo started && sleep 30.25 && echo over"))
+        # The odd duration marks the process to look for.
+        sleep = odd_sleep(30)
+        harness.server.add(Shell(f"echo started && {sleep} && echo over"))
         self.answer_the_message(harness)
 
         watch = await harness.launch("Run the slow build.")
         await watch.next(ToolUseEvent)
-        await wait_for_process("sleep 30.25")
+        await wait_for_process(sleep)
         await send_and_time(harness, watch, self.MESSAGE, self.state("a tool running"))
         # It reached the model before the 30 s command could end: no output of its end.
         assert not any(
@@ -708,12 +717,13 @@ class EngineScenarios(abc.ABC):
     # ---- stop and crash
 
     async def test_stop_during_a_turn_ends_the_process_tree(self, harness: Harness) -> None:
-        harness.server.add(Shell("echo started && sleep 987.25 && echo over"))
+        sleep = odd_sleep(987)
+        harness.server.add(Shell(f"echo started && {sleep} && echo over"))
         before = {child.pid for child in psutil.Process().children()}
 
         watch = await harness.launch("Run the endless job.")
         await watch.next(ToolUseEvent)
-        await wait_for_process("sleep 987.25")
+        await wait_for_process(sleep)
         tree = engine_processes(before)
         assert tree, "no engine process found"
 
@@ -723,26 +733,27 @@ class EngineScenarios(abc.ABC):
         assert finished.outcome is Outcome.STOPPED
         _gone, alive = psutil.wait_procs(still_running(tree), timeout=5)
         assert not alive, f"left running after stop: {alive}"
-        assert not processes_running("sleep 987.25"), "the tool's process outlived the engine"
+        assert not processes_running(sleep), "the tool's process outlived the engine"
 
     async def test_the_engine_dying_mid_turn_fails_with_its_last_output(
         self, harness: Harness
     ) -> None:
-        harness.server.add(Shell("echo started && sleep 986.25 && echo over"))
+        sleep = odd_sleep(986)
+        harness.server.add(Shell(f"echo started && {sleep} && echo over"))
         before = {child.pid for child in psutil.Process().children()}
 
         watch = await harness.launch("Run the endless job.")
         await watch.next(ToolUseEvent)
-        await wait_for_process("sleep 986.25")
+        await wait_for_process(sleep)
         roots = [child for child in psutil.Process().children() if child.pid not in before]
         assert len(roots) == 1, roots
         roots[0].send_signal(signal.SIGKILL)
         finished = await watch.finished()
 
         assert finished.outcome is Outcome.FAILED
-        assert "986.25" in finished.detail, finished.detail
+        assert sleep.removeprefix("sleep ") in finished.detail, finished.detail
         async with asyncio.timeout(STOP_TIMEOUT_S):
-            while processes_running("sleep 986.25"):
+            while processes_running(sleep):
                 await asyncio.sleep(0.1)
 
 
