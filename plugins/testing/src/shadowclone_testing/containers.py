@@ -162,7 +162,7 @@ class World:
         """The clone's container: made for it (labelled with it), or a spare that took it up
         (named after it)."""
         found = self.client.containers.list(
-            all=True, filters={"label": f"{LABEL_CLONE}={clone_id}"}
+            all=True, filters={"label": f"{LABEL_CLONE}={clone_id}"}, ignore_removed=True
         )
         if found:
             return found[0]
@@ -172,9 +172,12 @@ class World:
 
     def traces(self, clone_id: str) -> list[str]:
         """What Docker still holds of the clone: its container, and the networks and volumes
-        whose names carry its id."""
+        whose names carry its id. A container removed while it is listed is gone."""
         client = self.client
-        found = [c.name for c in client.containers.list(all=True, filters={"name": clone_id})]
+        containers = client.containers.list(
+            all=True, filters={"name": clone_id}, ignore_removed=True
+        )
+        found = [c.name for c in containers]
         found += [n.name for n in client.networks.list(filters={"name": clone_id})]
         found += [v.name for v in client.volumes.list(filters={"name": clone_id})]
         return [str(name) for name in found]
