@@ -350,8 +350,7 @@ class DockerLauncher:
         for name in names:
             container = self._container(name)
             if container is not None:
-                with contextlib.suppress(docker.errors.NotFound):
-                    container.remove(force=True, v=True)
+                _remove(container)
 
     def _digest(self, spec: LaunchSpec, image_id: str, mounts: list[Mount]) -> str:
         """All a container is made with but its clone, so a spare is taken up only by a
@@ -743,12 +742,24 @@ class DockerLauncher:
         for name in names:
             container = self._container(name)
             if container is not None:
-                with contextlib.suppress(docker.errors.NotFound):
-                    container.remove(force=True, v=True)
+                _remove(container)
         volume = self._volume(volume_name(clone_id))
         if volume is not None:
             with contextlib.suppress(docker.errors.NotFound):
                 volume.remove(force=True)
+
+
+def _remove(container: Container) -> None:
+    """Remove `container` with its anonymous volumes. One removed meanwhile is gone, and one
+    whose removal another caller began (a spare whose start failed, removed by the thread that
+    started it while a launch removes the spares of its folder) is going: neither is an error."""
+    try:
+        container.remove(force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as error:
+        if error.status_code != 409 or "already in progress" not in str(error.explanation):
+            raise
 
 
 def _engine_uid(config: dict[str, Any]) -> int | None:
