@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import uuid
 from pathlib import Path
 
 import docker
@@ -17,8 +18,10 @@ from shadowclone_testing.installs import build_wheels, make_venv, run, user_env,
 
 BASE = "shadowclone-base:bookworm"
 """The base scripts/build-image makes where no image registry is reachable."""
-TAG = f"shadowclone-install-test:{__version__}"
-DEMO_TAG = f"shadowclone-install-test-demo:{__version__}"
+RUN = uuid.uuid4().hex[:8]
+"""This run's: the images it builds and removes are its own, never another run's beside it."""
+TAG = f"shadowclone-install-test:{__version__}-{RUN}"
+DEMO_TAG = f"shadowclone-install-test-demo:{__version__}-{RUN}"
 
 SOURCE = Path(__file__).resolve().parents[2]
 """This checkout."""

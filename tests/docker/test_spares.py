@@ -27,7 +27,8 @@ def test_the_next_clone_of_a_kind_runs_in_the_spare_its_predecessor_left(
 
     def spare_waits() -> bool:
         found = world.client.containers.list(
-            filters={"label": [LABEL_SPARE, f"{LABEL_SCOPE}={scope}"], "status": "running"}
+            filters={"label": [LABEL_SPARE, f"{LABEL_SCOPE}={scope}"], "status": "running"},
+            ignore_removed=True,
         )
         return bool(found) and bool(list(spares.waiting(world.paths.clones_dir)))
 
@@ -53,7 +54,9 @@ def test_the_next_clone_of_a_kind_runs_in_the_spare_its_predecessor_left(
     pulls = world.github.pull_requests("owner/app")
     assert len(pulls) == 2
     assert list(spares.waiting(world.paths.clones_dir)) == [], "serve gave its spare up"
-    left = world.client.containers.list(all=True, filters={"label": f"{LABEL_SCOPE}={scope}"})
+    left = world.client.containers.list(
+        all=True, filters={"label": f"{LABEL_SCOPE}={scope}"}, ignore_removed=True
+    )
     assert left == []
 
 
@@ -66,7 +69,9 @@ def test_a_serve_killed_leaves_spares_that_the_next_one_removes(world: World) ->
 
     def spare_containers() -> set[str]:
         found = world.client.containers.list(
-            all=True, filters={"label": [LABEL_SPARE, f"{LABEL_SCOPE}={scope}"]}
+            all=True,
+            filters={"label": [LABEL_SPARE, f"{LABEL_SCOPE}={scope}"]},
+            ignore_removed=True,
         )
         return {str(c.id) for c in found if str(c.name).startswith(SPARE_PREFIX)}
 

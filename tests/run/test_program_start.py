@@ -20,7 +20,7 @@ from shadowclone.plugin.types import Outcome
 from shadowclone.run.program import run_clone
 from shadowclone_testing.clone_world import LOGINS, World, models
 from shadowclone_testing.fakes.models import Shell, Text
-from shadowclone_testing.suites.engine import processes_running
+from shadowclone_testing.suites.engine import odd_sleep, processes_running
 
 
 class TestEarlyStart:
@@ -88,7 +88,8 @@ class TestEarlyStart:
         programs = tmp_path / "hung-bin"
         programs.mkdir()
         hung = programs / "codex"
-        hung.write_text("#!/bin/sh\nexec sleep 613.25\n")
+        sleep = odd_sleep(613)
+        hung.write_text(f"#!/bin/sh\nexec {sleep}\n")
         hung.chmod(0o755)
         monkeypatch.setenv("PATH", f"{programs}{os.pathsep}{os.environ['PATH']}")
         number = world.github.create_issue("owner/app", author="owner", title="Hung start")
@@ -98,7 +99,7 @@ class TestEarlyStart:
             code = asyncio.run(asyncio.wait_for(run_clone(folder, world.secrets()), 30))
         lines, _, _ = folder.progress()
         assert (code, lines[-1].outcome) == (0, Outcome.STOPPED)
-        assert not processes_running("sleep 613.25"), "the hung engine outlived the clone"
+        assert not processes_running(sleep), "the hung engine outlived the clone"
 
 
 @pytest.mark.parametrize("engine", ["claude", "codex"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+import attrs
 from shadowclone.config import Paths
 from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
@@ -15,6 +16,7 @@ from shadowclone.plugin import LaunchSpec, LaunchState, Outcome
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.serving import (
+    FAST,
     Scripts,
     record_of,
     serving,
@@ -109,7 +111,10 @@ def test_a_clone_that_exited_to_wait_while_serve_was_down_waits_and_a_stop_ends_
     first.launch(LaunchSpec(clone.id, folder.path, sc_home.secrets_file, "unused"))
     wait_until(lambda: first.status(clone.id).state is LaunchState.EXITED, "the first launch")
     launcher = Launches()
-    with serving(sc_node, launcher=launcher):
+    # The clone launched for the stop ends by itself; FAST's 2 s grace before serve stops it
+    # was not enough for it on a busy machine (it ended killed, with no report).
+    settings = attrs.evolve(FAST, stop_grace_s=60.0)
+    with serving(sc_node, settings, launcher=launcher):
         record = waiting(sc_home, clone.id)
         assert record.scheduled_until is not None and record.reason == ""
         assert launcher.at == []

@@ -18,7 +18,8 @@ from shadowclone_docker_launch.launcher import LABEL_SCOPE
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _nothing_left_behind() -> Iterator[None]:
-    """Every module of Docker tests removes every container and network it made."""
-    with nothing_left_behind(LABEL_SCOPE):
+def _nothing_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every module of Docker tests removes every container and network it made (its homes are
+    in the session's temporary folder; other sessions' containers are not counted)."""
+    with nothing_left_behind(LABEL_SCOPE, tmp_path_factory.getbasetemp()):
         yield

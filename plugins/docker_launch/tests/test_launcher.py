@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -314,7 +315,7 @@ def test_check_refuses_an_image_of_another_shadowclone(
     (tmp_path / "context" / "Dockerfile").write_text(
         f'FROM {production_image}\nLABEL {VERSION_LABEL}="0.0.1"\n'
     )
-    older = "shadowclone-test-older:0.0.1"
+    older = f"shadowclone-test-older:0.0.1-{uuid.uuid4().hex[:8]}"  # this run's own
     client.images.build(path=str(tmp_path / "context"), tag=older, rm=True)
     try:
         launcher = DockerLauncher(tmp_path / "clones", older, client=client)

@@ -48,7 +48,7 @@ from shadowclone_testing.scripted import (
     parse_script,
     script_json,
 )
-from shadowclone_testing.suites.engine import Watch, git_workspace, processes_running
+from shadowclone_testing.suites.engine import Watch, git_workspace, odd_sleep, processes_running
 
 pytestmark = pytest.mark.anyio
 
@@ -256,16 +256,17 @@ async def test_a_write_outside_the_workspace_fails(world: World, tmp_path: Path)
 
 
 async def test_stop_during_a_command_ends_it(world: World) -> None:
-    watch = await world.launch(ScriptedEngine([Say("Working."), Run("sleep 987.75")]))
+    sleep = odd_sleep(987)
+    watch = await world.launch(ScriptedEngine([Say("Working."), Run(sleep)]))
     await watch.next(ToolUseEvent, lambda event: event.name == "shell", timeout=BOUND_S)
     async with asyncio.timeout(BOUND_S):
-        while not processes_running("sleep 987.75"):
+        while not processes_running(sleep):
             await asyncio.sleep(0.05)
 
     await asyncio.wait_for(watch.session.stop(), BOUND_S)
     finished = await watch.finished(timeout=BOUND_S)
     assert finished.outcome is Outcome.STOPPED
-    assert not processes_running("sleep 987.75"), "the command outlived the stop"
+    assert not processes_running(sleep), "the command outlived the stop"
 
 
 async def test_stop_during_a_question_ends_the_ask_server(world: World) -> None:

@@ -74,7 +74,9 @@ class DockerScope:
     def labelled(self, label: str) -> list[Container]:
         try:
             found: list[Container] = self.client.containers.list(
-                all=True, filters={"label": [label, f"{LABEL_SCOPE}={self.scope}"]}
+                all=True,
+                filters={"label": [label, f"{LABEL_SCOPE}={self.scope}"]},
+                ignore_removed=True,  # one removed while listed is left out, not all of them
             )
         except docker.errors.NotFound:
             return []  # a container removed while it was being listed
@@ -111,8 +113,7 @@ class DockerScope:
         for name in names:
             container = self.container(name)
             if container is not None:
-                with contextlib.suppress(docker.errors.NotFound):
-                    container.remove(force=True, v=True)
+                remove_container(container)
 
     def remove_all(self, clone_id: str, keep_clone: bool = False) -> None:
         """A clone's container (unless `keep_clone`), its egress proxy and the proxy's volume."""
@@ -220,3 +221,16 @@ def unreachable(error: Exception) -> PluginUnavailable:
         f"cannot reach Docker ({error}); start Docker (Docker Desktop, or `sudo systemctl "
         "start docker` on Linux) and make sure this user may use it"
     )
+
+
+def remove_container(container: Container) -> None:
+    """Remove `container` with its anonymous volumes. One removed meanwhile is gone, and one
+    whose removal another caller began (a spare whose start failed, removed by the thread that
+    started it while a launch removes the spares of its folder) is going: neither is an error."""
+    try:
+        container.remove(force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as error:
+        if error.status_code != 409 or "already in progress" not in str(error.explanation):
+            raise

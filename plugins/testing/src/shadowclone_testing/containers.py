@@ -3,7 +3,7 @@ reason, a failure under CI=true), the host's address on Docker's bridge, and a `
 for the Docker launcher with a fake GitHub and a fake model server the containers reach.
 
 A conftest takes the fixtures by importing them: `client`, `image`, `production_image`,
-`host_address`, `world`; and wraps a module in `nothing_left_behind(label)`."""
+`host_address`, `world`; and wraps a module in `nothing_left_behind(label, under)`."""
 
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ class World:
         """The clone's container: made for it (labelled with it), or a spare that took it up
         (named after it)."""
         found = self.client.containers.list(
-            all=True, filters={"label": f"{LABEL_CLONE}={clone_id}"}
+            all=True, filters={"label": f"{LABEL_CLONE}={clone_id}"}, ignore_removed=True
         )
         if found:
             return found[0]
@@ -172,9 +172,12 @@ class World:
 
     def traces(self, clone_id: str) -> list[str]:
         """What Docker still holds of the clone: its container, and the networks and volumes
-        whose names carry its id."""
+        whose names carry its id. A container removed while it is listed is gone."""
         client = self.client
-        found = [c.name for c in client.containers.list(all=True, filters={"name": clone_id})]
+        containers = client.containers.list(
+            all=True, filters={"name": clone_id}, ignore_removed=True
+        )
+        found = [c.name for c in containers]
         found += [n.name for n in client.networks.list(filters={"name": clone_id})]
         found += [v.name for v in client.volumes.list(filters={"name": clone_id})]
         return [str(name) for name in found]
@@ -257,24 +260,33 @@ def production_image(client: docker.DockerClient) -> str:
     return clone_image(client, PRODUCTION_IMAGE)
 
 
-def leftovers(client: docker.DockerClient, label: str) -> set[str]:
-    """The containers and networks that carry `label`."""
-    found = client.containers.list(all=True, filters={"label": label})
+def leftovers(client: docker.DockerClient, label: str, under: Path) -> set[str]:
+    """The containers and networks that carry `label` with a path in `under` as its value:
+    this test session's, never those another session beside it (or an earlier one) made."""
+
+    def ours(labels: dict[str, str] | None) -> bool:
+        value = (labels or {}).get(label)
+        return value is not None and Path(value).is_relative_to(under)
+
+    found = client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
     networks = client.networks.list(filters={"label": label})
-    return {f"container {c.name}" for c in found} | {f"network {n.name}" for n in networks}
+    return {f"container {c.name}" for c in found if ours(c.labels)} | {
+        f"network {n.name}" for n in networks if ours(n.attrs.get("Labels"))
+    }
 
 
 @contextlib.contextmanager
-def nothing_left_behind(label: str) -> Iterator[None]:
-    """Fails if the containers and networks that carry `label` were more at the end."""
+def nothing_left_behind(label: str, under: Path) -> Iterator[None]:
+    """Fails if the containers and networks that carry `label` with a path in `under` (the
+    session's temporary folder, where its homes are) were more at the end."""
     try:
         client = docker.from_env(timeout=120)
-        before = leftovers(client, label)
+        before = leftovers(client, label, under)
     except docker.errors.DockerException:
         yield  # no engine: the tests themselves skip or fail
         return
     yield
-    left = leftovers(client, label) - before
+    left = leftovers(client, label, under) - before
     assert not left, f"left behind: {sorted(left)}"
 
 

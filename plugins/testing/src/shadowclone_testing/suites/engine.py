@@ -45,6 +45,7 @@ from shadowclone_testing.suites.engines.harness import (
 )
 from shadowclone_testing.suites.engines.processes import (
     engine_processes,
+    odd_sleep,
     processes_running,
     still_running,
     wait_for_process,
@@ -76,6 +77,7 @@ __all__ = [
     "deliver_answer",
     "engine_processes",
     "git_workspace",
+    "odd_sleep",
     "processes_running",
     "progress_lines",
     "send_and_time",

@@ -7,7 +7,7 @@ from shadowclone.plugin.types import Outcome, TextEvent, ToolUseEvent
 from shadowclone_testing.fakes.models import Shell, Text
 from shadowclone_testing.suites.engines.base import ScenarioBase
 from shadowclone_testing.suites.engines.harness import Harness, send_and_time
-from shadowclone_testing.suites.engines.processes import wait_for_process
+from shadowclone_testing.suites.engines.processes import odd_sleep, wait_for_process
 from shadowclone_testing.suites.engines.watch import Watch
 
 
@@ -30,13 +30,14 @@ class MessageScenarios(ScenarioBase):
         await self.the_clone_goes_on(harness, watch)
 
     async def test_a_message_while_a_tool_runs_reaches_the_model(self, harness: Harness) -> None:
-        # Claude Code refuses a bare `sleep N`; the odd duration marks the process to look for.
-        harness.server.add(Shell("echo started && sleep 30.25 && echo over"))
+        # The odd duration marks the process to look for.
+        sleep = odd_sleep(30)
+        harness.server.add(Shell(f"echo started && {sleep} && echo over"))
         self.answer_the_message(harness)
 
         watch = await harness.launch("Run the slow build.")
         await watch.next(ToolUseEvent)
-        await wait_for_process("sleep 30.25")
+        await wait_for_process(sleep)
         await send_and_time(harness, watch, self.MESSAGE, self.state("a tool running"))
         # It reached the model before the 30 s command could end: no output of its end.
         assert not any(

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 
 import psutil
 
 from shadowclone_testing.suites.engines.watch import TURN_TIMEOUT_S
+
+
+def odd_sleep(seconds: int) -> str:
+    """A `sleep` command of `seconds` and an odd fraction of one, drawn anew: its command line
+    marks its process among all the machine's, never one another test (or another test run
+    beside this one) started. Claude Code refuses a bare `sleep N`."""
+    return f"sleep {seconds}.{100000 + secrets.randbelow(900000)}"
 
 
 def processes_running(marker: str) -> list[psutil.Process]:

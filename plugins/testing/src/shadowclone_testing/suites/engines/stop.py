@@ -13,6 +13,7 @@ from shadowclone_testing.suites.engines.base import ScenarioBase
 from shadowclone_testing.suites.engines.harness import Harness
 from shadowclone_testing.suites.engines.processes import (
     engine_processes,
+    odd_sleep,
     processes_running,
     still_running,
     wait_for_process,
@@ -26,12 +27,13 @@ class StopScenarios(ScenarioBase):
     # ---- stop and crash
 
     async def test_stop_during_a_turn_ends_the_process_tree(self, harness: Harness) -> None:
-        harness.server.add(Shell("echo started && sleep 987.25 && echo over"))
+        sleep = odd_sleep(987)
+        harness.server.add(Shell(f"echo started && {sleep} && echo over"))
         before = {child.pid for child in psutil.Process().children()}
 
         watch = await harness.launch("Run the endless job.")
         await watch.next(ToolUseEvent)
-        await wait_for_process("sleep 987.25")
+        await wait_for_process(sleep)
         tree = engine_processes(before)
         assert tree, "no engine process found"
 
@@ -41,24 +43,25 @@ class StopScenarios(ScenarioBase):
         assert finished.outcome is Outcome.STOPPED
         _gone, alive = psutil.wait_procs(still_running(tree), timeout=5)
         assert not alive, f"left running after stop: {alive}"
-        assert not processes_running("sleep 987.25"), "the tool's process outlived the engine"
+        assert not processes_running(sleep), "the tool's process outlived the engine"
 
     async def test_the_engine_dying_mid_turn_fails_with_its_last_output(
         self, harness: Harness
     ) -> None:
-        harness.server.add(Shell("echo started && sleep 986.25 && echo over"))
+        sleep = odd_sleep(986)
+        harness.server.add(Shell(f"echo started && {sleep} && echo over"))
         before = {child.pid for child in psutil.Process().children()}
 
         watch = await harness.launch("Run the endless job.")
         await watch.next(ToolUseEvent)
-        await wait_for_process("sleep 986.25")
+        await wait_for_process(sleep)
         roots = [child for child in psutil.Process().children() if child.pid not in before]
         assert len(roots) == 1, roots
         roots[0].send_signal(signal.SIGKILL)
         finished = await watch.finished()
 
         assert finished.outcome is Outcome.FAILED
-        assert "986.25" in finished.detail, finished.detail
+        assert sleep.removeprefix("sleep ") in finished.detail, finished.detail
         async with asyncio.timeout(STOP_TIMEOUT_S):
-            while processes_running("sleep 986.25"):
+            while processes_running(sleep):
                 await asyncio.sleep(0.1)

@@ -1,0 +1,174 @@
+"""Whole clones in Docker in what the repository declares: its devcontainer's image, built
+once by serve, with the toolchain its check needs; and package caches that outlive its
+clones."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+from shadowclone.config import load_config, set_value
+from shadowclone.environment.declared import cache_volumes
+from shadowclone.node.schemas import Record, State
+from shadowclone.plugin import Outcome, load_registry
+from shadowclone.setup import setup_repository
+from shadowclone_docker_launch.commands import build_environment, describe
+from shadowclone_testing.containers import SETTINGS, World, script, wait_for
+from shadowclone_testing.fakes.models import Shell, Text
+from shadowclone_testing.harness import set_up
+from shadowclone_testing.serving import serving
+
+ENVIRONMENT_FILES = {
+    ".devcontainer/devcontainer.json": json.dumps(
+        {
+            "build": {"dockerfile": "Dockerfile", "args": {"GREETING": "from-the-dockerfile"}},
+            "postCreateCommand": "jq --version > /etc/jq-version",
+            # As written: nothing expanded or unescaped on the way into the image.
+            "containerEnv": {"ENV_MARK": 'declared-variable $HOME "quoted" back\\slash'},
+        }
+    ),
+    ".devcontainer/Dockerfile": (
+        "FROM shadowclone-base:bookworm\nARG GREETING\n"
+        "RUN apt-get update && apt-get install -y --no-install-recommends jq"
+        " && rm -rf /var/lib/apt/lists/*\n"
+        "RUN echo $GREETING > /etc/greeting\n"
+    ),
+}
+
+
+def own_repository(world: World) -> str:
+    """A repository of the test's own on the fake GitHub, set up for Claude Code: what Docker
+    keeps by repository (its environment's image, its package caches) is the test's alone,
+    never another run's of the same test beside it or before it."""
+    repo = f"owner/app-{uuid.uuid4().hex[:8]}"
+    world.github.create_repo(repo, files={"README.md": "# app\n"})
+    set_up(world.paths, repo, engine="claude", login="claude-api-key")
+    return repo
+
+
+def issue(world: World, repo: str, title: str) -> int:
+    number: int = world.github.create_issue(repo, author="owner", title=title)
+    return number
+
+
+JQ_CHECK = "jq -e .ok status.json || { echo status.json is not ok; exit 1; }"
+"""The repository's check, which needs the toolchain its environment installs."""
+JQ_FIX = """echo '{"ok": true}' > status.json && echo status-fixed"""
+
+
+@pytest.mark.timeout(1800)  # the build alone may take its 1200 s on a busy machine
+def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: World) -> None:
+    """A devcontainer whose Dockerfile installs a Debian package: setup (its check clone in
+    Docker) keeps the declaration; serve builds the image before the first clone's launch
+    (the clone shows `preparing` with the build's steps), and the clone runs the real engine
+    in it: the package, the build argument, the setup command's file and the declared
+    variable are all there. The repository's check, which runs that package, fails on the
+    first turn's work, goes back to the engine once and passes after its fix. The next clone
+    and `env build` find the image: no build."""
+    world.use("claude")
+    repo = own_repository(world)
+    files = {**ENVIRONMENT_FILES, "status.json": '{"ok": false}\n'}
+    world.github.commit(repo, "main", files, author="owner")
+    # This machine's extra certificate authorities, as scripts/build-image trusts them.
+    authorities = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
+    set_value(world.paths, "environment.ca_certs", json.dumps([str(a) for a in authorities]))
+    config, _ = load_config(world.paths)
+    summary = setup_repository(
+        config,
+        world.paths,
+        load_registry(),
+        repo,
+        engine="claude",
+        check_commands=(JQ_CHECK,),
+        build=False,  # serve builds it
+    )
+    assert summary.ok, summary
+    tag = describe(repo)["tag"]
+    assert describe(repo)["built"] is False
+    try:
+        environment_built_once(world, repo, tag)
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            world.client.images.remove(tag, force=True)
+
+
+def environment_built_once(world: World, repo: str, tag: str) -> None:
+    first, second = issue(world, repo, "Use the toolchain"), issue(world, repo, "Use it again")
+    probe = 'jq --version; cat /etc/jq-version /etc/greeting; printf "mark=%s\\n" "$ENV_MARK"'
+    script(world.model, Shell(probe), Text("Done."))
+    world.model.rule = lambda request: (
+        (Text("Fixed: status.json is ok.") if request.contains("status-fixed") else Shell(JQ_FIX))
+        if request.contains("status.json is not ok")
+        else None
+    )
+    seen: set[State] = set()
+    with serving(world.node, SETTINGS):
+        clone_id = world.node.start(f"{repo}#{first}").id
+
+        def ended() -> Record | None:
+            record = world.record(clone_id)
+            if record is not None:
+                seen.add(record.state)
+            return record if record is not None and not record.state.active else None
+
+        record = wait_for(ended, "the first clone, its environment built", timeout_s=1200)
+        script(world.model, Text("Done again."))
+        again = world.ended(world.node.start(f"{repo}#{second}").id)
+    assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), world.steps(clone_id)
+    assert State.PREPARING in seen
+    assert (record.image, again.image) == (tag, tag)
+    building = [line for line in world.steps(clone_id) if line.startswith("building the env")]
+    assert building and f"built {tag}" in world.steps(clone_id)
+    steps = [line for line in world.steps(clone_id) if line.startswith(("#", "Step "))]
+    assert any("apt-get" in line for line in steps), world.steps(clone_id)
+    assert not [line for line in world.steps(again.id) if line.startswith("building")]
+    assert describe(repo)["built"] is True
+    assert build_environment(repo, "host") == tag  # found: the same image
+    texts = world.steps(clone_id)
+    toolchain = [t.split(":")[1].strip() for t in texts if t.startswith("toolchain:")]
+    assert toolchain == ["failed", "passed"], texts
+    told = [r for r in world.model.model_requests() if r.contains("status.json is not ok")]
+    assert told and told[0].contains("Done."), "the failing check did not go back to the engine"
+    assert "review toolchain: passed" in (record.report or "")
+    assert (
+        world.github.read_file(repo, f"shadowclone/{first}-use-the-toolchain", "status.json")
+        == '{"ok": true}\n'
+    )
+
+    declared = 'mark=declared-variable $HOME "quoted" back\\slash'
+    results = [r for r in world.model.model_requests() if r.contains(declared)]
+    assert results, "the declared variable did not reach the engine's shell"
+    assert results[0].contains("from-the-dockerfile") and results[0].contains("jq-1.")
+
+
+def test_a_repositorys_package_caches_outlive_its_clones(world: World) -> None:
+    """What one clone's engine leaves in its package cache (npm's, as the image points it), the
+    next clone of the repository finds; the cache is the engine's to write."""
+    world.use("claude")
+    repo = own_repository(world)
+    first, second = issue(world, repo, "Fill the cache"), issue(world, repo, "Read the cache")
+    volumes = cache_volumes(repo, ())
+    try:
+        with serving(world.node, SETTINGS):
+            fill = 'echo kept-across-clones > "$npm_config_cache/probe" && echo filled'
+            script(world.model, Shell(fill), Text("Filled."))
+            filled = world.ended(world.node.start(f"{repo}#{first}").id)
+            read = 'cat "$npm_config_cache/probe"; echo "owner=$(stat -c %U "$PIP_CACHE_DIR")"'
+            script(world.model, Shell(read), Text("Read."))
+            clone_id = world.node.start(f"{repo}#{second}").id
+            found = world.ended(clone_id)
+        assert (filled.outcome, found.outcome) == (Outcome.DONE, Outcome.DONE), found
+        seen = [r for r in world.model.model_requests() if r.contains("owner=")]
+        assert seen and seen[0].contains("kept-across-clones"), world.steps(clone_id)
+        assert seen[0].contains("owner=engine")
+        for volume in volumes:  # one per default cache, kept after the clones
+            world.client.volumes.get(volume)
+    finally:
+        for volume in volumes:
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                world.client.volumes.get(volume).remove(force=True)
