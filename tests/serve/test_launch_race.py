@@ -327,7 +327,7 @@ def test_stop_wins_over_launch_when_cli_processes_race_a_real_serve(tmp_path: Pa
     write_scripts(
         Path(variables[SCRIPTS_VARIABLE]),
         ScriptsFile(
-            default=Script(play=Play.FINISH, steps=2, delay_s=0.15), start_log=str(start_log)
+            default=Script(play=Play.FINISH, steps=2, delay_s=0.6), start_log=str(start_log)
         ),
     )
     env = {**os.environ, **variables}
