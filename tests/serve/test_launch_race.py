@@ -198,7 +198,7 @@ class LaunchRace(RuleBasedStateMachine):
         one on the machine's own."""
 
     def teardown(self) -> None:
-        self.server._stopping.set()
+        self.server.feed.stopping.set()
         self.temp.cleanup()
 
     # ------------------------------------------------------------------ what others do

@@ -296,10 +296,6 @@ class Server:
     def _forget(self, clone: Clone) -> None:
         self.parts.cleanup.forget(clone)
 
-    @property
-    def _stopping(self) -> threading.Event:
-        return self.feed.stopping
-
     def closing(self) -> bool:
         """Whether serve stops."""
         return self.feed.stopping.is_set()
