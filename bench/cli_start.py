@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from shadowclone.config import HOME_VARIABLE, default_paths, init_config, set_value
-from shadowclone.node.local import local_node
 from shadowclone.node.schemas import SetupRecord
 from shadowclone.node.setups import write_setup
+from shadowclone.plugin.node import local_node
 
 GOAL = 5.0
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import psutil
 from shadowclone.config import load_config, set_value
-from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
+from shadowclone.plugin.node import LocalNode
 from shadowclone_testing.demo import _prepare, _serving
 from shadowclone_testing.fakes.github import FakeGitHub
 from shadowclone_testing.scripted import SCRIPT_VARIABLE, Run, Say, Step, script_json

@@ -51,11 +51,11 @@ from shadowclone.config import (
 )
 from shadowclone.config.schema import DEFAULT_IMAGE
 from shadowclone.node import spares
-from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder, run_folders
 from shadowclone.node.schemas import Request, SetupRecord
 from shadowclone.node.setups import write_setup
 from shadowclone.node.spares import spare_kind
+from shadowclone.plugin.node import LocalNode
 from shadowclone.serve.loop import ServeSettings, serve_clones
 from shadowclone_docker_launch.launcher import LABEL_SPARE
 from shadowclone_testing.fakes.github import FakeGitHub

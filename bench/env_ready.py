@@ -28,9 +28,9 @@ import docker
 from shadowclone.config import HOME_VARIABLE, default_paths, init_config, load_config, set_value
 from shadowclone.config.schema import DEFAULT_IMAGE
 from shadowclone.environment.declared import TOML_PATH, cache_volumes
-from shadowclone.node.local import LocalNode
 from shadowclone.node.schemas import SetupRecord
 from shadowclone.node.setups import keep_environment, write_setup
+from shadowclone.plugin.node import LocalNode
 from shadowclone.serve.loop import ServeSettings, serve_clones
 from shadowclone_docker_launch.commands import describe
 from shadowclone_testing.fakes.github import FakeGitHub

@@ -24,11 +24,11 @@ from pathlib import Path
 from shadowclone.config import Paths, default_paths, init_config, set_value
 from shadowclone.node import schemas
 from shadowclone.node.index import CloneIndex
-from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import Record, Request, SetupRecord, State
 from shadowclone.node.setups import write_setup
 from shadowclone.node.target import Target
+from shadowclone.plugin.node import LocalNode, local_node
 
 REPEAT = 30
 MEASURED_CLI = (

@@ -31,10 +31,10 @@ import httpx2
 from shadowclone.config import HOME_VARIABLE, default_paths, init_config, load_config, set_value
 from shadowclone.dashboard.keys import load_token
 from shadowclone.dashboard.server import make_server
-from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, SetupRecord, State
 from shadowclone.node.setups import write_setup
+from shadowclone.plugin.node import LocalNode
 from shadowclone.serve.loop import serve_clones
 from shadowclone_fake_launch.scripts import (
     SCRIPTS_VARIABLE,

@@ -32,10 +32,10 @@ import psutil
 from shadowclone import files
 from shadowclone.config import HOME_VARIABLE, Paths, default_paths, init_config, set_value
 from shadowclone.node import schemas
-from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import InboxKind, InboxLine, ProgressKind, SetupRecord, State
 from shadowclone.node.setups import write_setup
+from shadowclone.plugin.node import LocalNode, local_node
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import (
     SCRIPTS_VARIABLE,

@@ -266,7 +266,8 @@ def test_the_version_and_help_import_no_command(argv: list[str], allowed: set[st
         "from shadowclone.cli import main\n"
         f"assert main({argv!r}) == 0\n"
         "heavy = {'github', 'mcp', 'rich', 'shadowclone.cli.app', 'importlib.metadata',\n"
-        "         'shadowclone.plugin.manager', 'shadowclone.node.local'} & set(sys.modules)\n"
+        "         'shadowclone.plugin.manager', 'shadowclone.node.local',\n"
+        "         'shadowclone.plugin.node'} & set(sys.modules)\n"
         f"assert heavy <= {allowed!r}, heavy\n"
     )
     done = subprocess.run(

@@ -8,7 +8,7 @@ import pytest
 from shadowclone.config import Paths
 from shadowclone.dashboard.app import Dashboard
 from shadowclone.dashboard.keys import load_token
-from shadowclone.node.local import LocalNode
+from shadowclone.plugin.node import LocalNode
 from shadowclone_testing.web import Clock, Site, served
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from shadowclone.config import Paths
 from shadowclone.dashboard.keys import LINK_GRACE_S, answer_urls
-from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Question, Record, State, Step
+from shadowclone.plugin.node import LocalNode
 from shadowclone_testing.serving import Scripts
 from shadowclone_testing.web import Site
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from shadowclone.config import Paths
-from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Record, State, Step
+from shadowclone.plugin.node import LocalNode
 from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import skip_or_fail
 from shadowclone_testing.serving import Scripts, serving, wait_state

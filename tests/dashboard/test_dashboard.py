@@ -14,7 +14,6 @@ import httpx2
 import pytest
 from shadowclone.config import Paths
 from shadowclone.dashboard.keys import answer_urls, load_token, token_file
-from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     InboxKind,
@@ -26,6 +25,7 @@ from shadowclone.node.schemas import (
     Step,
     Via,
 )
+from shadowclone.plugin.node import LocalNode
 from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import CLI_PROGRAM
 from shadowclone_testing.serving import Scripts, serving, wait_state, wait_until

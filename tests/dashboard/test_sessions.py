@@ -9,7 +9,7 @@ import re
 import httpx2
 from shadowclone.dashboard.keys import LOGIN_CODE_S, login_code
 from shadowclone.dashboard.sessions import ABSOLUTE_S, IDLE_S
-from shadowclone.node.local import LocalNode
+from shadowclone.plugin.node import LocalNode
 from shadowclone_testing.web import Site
 
 COOKIE = "shadowclone_session"

@@ -22,9 +22,9 @@ from hypothesis.stateful import (
 from shadowclone.config import Paths, default_paths, init_config, set_value
 from shadowclone.errors import Refused
 from shadowclone.node.admission import DAY
-from shadowclone.node.local import local_node
 from shadowclone.node.runfolder import RunFolder, run_folders
 from shadowclone.node.schemas import Record, State
+from shadowclone.plugin.node import local_node
 from shadowclone_testing.harness import set_up
 
 DAILY = 4

@@ -12,7 +12,6 @@ import pytest
 from shadowclone.config import Paths, set_value
 from shadowclone.config.schema import ProviderConfig
 from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
-from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     INBOX_CLOSED,
@@ -27,6 +26,7 @@ from shadowclone.node.schemas import (
     now,
 )
 from shadowclone.plugin import Family
+from shadowclone.plugin.node import LocalNode, local_node
 from shadowclone_testing.harness import set_up, skip_or_fail
 
 

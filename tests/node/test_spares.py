@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.config import Paths, default_paths
 from shadowclone.node import spares
-from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder, run_folders
 from shadowclone.node.spares import spare_kind
+from shadowclone.plugin.node import LocalNode, local_node
 from shadowclone_testing.harness import make_home, set_up
 
 

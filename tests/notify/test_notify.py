@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 from shadowclone.config import Paths, load_config, set_value
 from shadowclone.dashboard.keys import load_token, read_answer_link
 from shadowclone.errors import PluginUnavailable
-from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     Answer,
@@ -40,6 +39,7 @@ from shadowclone.node.schemas import (
 from shadowclone.notify.builtin import SIGNATURE_HEADER
 from shadowclone.notify.dispatch import Dispatcher, make_dispatcher, notable
 from shadowclone.plugin import LaunchSpec, Notification, NotifyEvent, load_registry
+from shadowclone.plugin.node import LocalNode
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.serving import FAST, Scripts, serving, wait_state, wait_until

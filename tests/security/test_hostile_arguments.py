@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.config import Paths, load_config
-from shadowclone.node.local import local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.target import Target
+from shadowclone.plugin.node import local_node
 from shadowclone_testing.harness import set_up
 from shadowclone_testing.hostile import fill_run_folder, home_env, run_cli
 

@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.config import HOME_VARIABLE, Paths
-from shadowclone.node.local import local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Step
+from shadowclone.plugin.node import local_node
 from shadowclone_testing.harness import set_up
 from shadowclone_testing.hostile import (
     HOME_KINDS,

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.config import Paths, load_config
-from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State, write
 from shadowclone.plugin import CloneStatus, LaunchSpec, LaunchState
+from shadowclone.plugin.node import LocalNode, local_node
 from shadowclone.serve.loop import Server
 from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import set_up

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from shadowclone.config import Paths, set_value
 from shadowclone.node import servelock as lock
-from shadowclone.node.local import local_node
 from shadowclone.node.schemas import State
+from shadowclone.plugin.node import local_node
 from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import CliResult, set_up
 from shadowclone_testing.serving import Scripts, ServeProcess, wait_state

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shadowclone.config import Paths, parse_config, set_value
 from shadowclone.errors import ConfigError
-from shadowclone.node.local import local_node
 from shadowclone.node.schemas import State
+from shadowclone.plugin.node import local_node
 from shadowclone.serve.following import served_config
 from shadowclone_fake_launch.launcher import FakeLauncher
 from shadowclone_fake_launch.scripts import Play, Script, ScriptsFile, write_scripts

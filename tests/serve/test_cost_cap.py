@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from shadowclone.config import set_value
 from shadowclone.errors import Refused
-from shadowclone.node.local import local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import State
+from shadowclone.plugin.node import local_node
 from shadowclone_fake_launch.launcher import FakeLauncher
 from shadowclone_fake_launch.scripts import Play, Script, ScriptsFile, write_scripts
 from shadowclone_testing.serving import FAST, ServeThread, make_serve_home, starts, wait_until

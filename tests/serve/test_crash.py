@@ -11,9 +11,9 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shadowclone.node.local import local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, State
+from shadowclone.plugin.node import local_node
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_testing.serving import (
     ServeProcess,

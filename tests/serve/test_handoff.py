@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 
 from shadowclone.config import Paths
-from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, Record, State
 from shadowclone.plugin import LaunchSpec, LaunchState, NetworkMode
+from shadowclone.plugin.node import LocalNode
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.serving import Scripts, serving, wait_state, wait_until

@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from shadowclone.errors import Refused
-from shadowclone.node.local import local_node
 from shadowclone.node.runfolder import RunFolder, run_folders
 from shadowclone.node.schemas import Record, State
 from shadowclone.plugin import CloneStatus, LaunchSpec, LaunchState
+from shadowclone.plugin.node import local_node
 from shadowclone.serve.loop import Server, ServeSettings
 from shadowclone_fake_launch.scripts import (
     SCRIPTS_VARIABLE,

@@ -10,10 +10,10 @@ from collections.abc import Callable
 import attrs
 import pytest
 from shadowclone.config import Paths
-from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, State, Step
 from shadowclone.plugin import LaunchSpec, Outcome, contract
+from shadowclone.plugin.node import LocalNode
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import set_up

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from shadowclone.config import Paths, set_value
 from shadowclone.config.durations import parse_duration
 from shadowclone.errors import BadInput
-from shadowclone.node.local import local_node
 from shadowclone.node.retention import TRASH_PREFIX
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
+from shadowclone.plugin.node import local_node
 from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import CliResult, set_up
 from shadowclone_testing.serving import FAST, Scripts, ServeProcess, serving, wait_until

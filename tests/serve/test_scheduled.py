@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 import attrs
 from shadowclone.config import Paths
-from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
 from shadowclone.plugin import LaunchSpec, LaunchState, Outcome
+from shadowclone.plugin.node import LocalNode
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.serving import (

@@ -14,7 +14,6 @@ from shadowclone import files
 from shadowclone.cli.app import describe
 from shadowclone.config import Paths
 from shadowclone.errors import PluginUnavailable, Refused
-from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import (
     InboxKind,
@@ -28,6 +27,7 @@ from shadowclone.node.schemas import (
 )
 from shadowclone.node.target import Target
 from shadowclone.plugin import LaunchSpec, LaunchState, Outcome
+from shadowclone.plugin.node import LocalNode, local_node
 from shadowclone.serve.loop import serve_clones
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import Play, Script

@@ -14,10 +14,10 @@ import attrs
 import pytest
 from shadowclone.config import Paths
 from shadowclone.node import spares
-from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder, new_clone_id
 from shadowclone.node.schemas import State, now
 from shadowclone.plugin import LaunchSpec, PluginUnavailable, SpareLauncher
+from shadowclone.plugin.node import LocalNode
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import Play, Script
 from shadowclone_testing.harness import CliResult, set_up

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from shadowclone.errors import Refused
-from shadowclone.node.local import local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, Record, State
 from shadowclone.plugin import LaunchState
+from shadowclone.plugin.node import local_node
 from shadowclone_fake_launch.launcher import FakeLauncher
 from shadowclone_testing.serving import (
     ServeThread,

@@ -40,7 +40,7 @@ tens of milliseconds; a stop alone, a few)."""
 WORKER = """
 import json, random, sys, time
 from shadowclone.errors import Refused
-from shadowclone.node.local import local_node
+from shadowclone.plugin.node import local_node
 
 seed, first, trials, most_pause = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
                                    float(sys.argv[4]))

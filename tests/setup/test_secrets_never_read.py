@@ -38,7 +38,7 @@ AUDITED = textwrap.dedent(
 
     from shadowclone.cli import main
     from shadowclone.config import load_config
-    from shadowclone.node.local import local_node
+    from shadowclone.plugin.node import local_node
     from shadowclone.serve.loop import serve_clones
 
     codes = {"setup-template": main(["setup", "you/app"])}

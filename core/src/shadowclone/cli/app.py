@@ -14,8 +14,9 @@ from rich.console import Console
 
 from shadowclone.config import Paths, default_paths
 from shadowclone.errors import ConfigError
-from shadowclone.node.local import CloneView, LocalNode, local_node
+from shadowclone.node.local import CloneView
 from shadowclone.node.schemas import CONVERTER, Caps, ProgressLine
+from shadowclone.plugin.node import LocalNode, local_node
 
 F = TypeVar("F", bound=Callable[..., Any])
 

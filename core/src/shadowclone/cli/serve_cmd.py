@@ -52,7 +52,7 @@ def serve(app: App, stop_grace: float, log_level: str, verbose: bool) -> None:
       shadowclone serve -v
       shadowclone service install    # keep it running, started at login
     """
-    from shadowclone.node.local import LocalNode
+    from shadowclone.plugin.node import LocalNode
     from shadowclone.serve.following import ConfigFollower
 
     follower = ConfigFollower.load(app.paths)  # serve follows the file from what it read

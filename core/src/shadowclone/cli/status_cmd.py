@@ -134,7 +134,7 @@ def _config(app: App) -> tuple[list[Check], bool]:
     """The config file, and whether the checks that need a config can go on: with the file's,
     or, while it does not load, with the config serve keeps in force (which is what serve
     applies, and so what the queue's lines must say)."""
-    from shadowclone.node.local import LocalNode
+    from shadowclone.plugin.node import LocalNode
     from shadowclone.serve.following import served_config, served_node_config
 
     try:

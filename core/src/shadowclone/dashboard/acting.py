@@ -15,8 +15,8 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from shadowclone.dashboard.gate import Gate
 from shadowclone.dashboard.keys import question_digest, read_answer_link
 from shadowclone.errors import ShadowcloneError
-from shadowclone.node.local import LocalNode
 from shadowclone.node.schemas import Via
+from shadowclone.plugin.node import LocalNode
 
 
 class Actions:

@@ -42,9 +42,10 @@ from shadowclone.dashboard.pages import HEADERS, STATIC, page, render, static_fi
 from shadowclone.dashboard.pages import TEMPLATES as TEMPLATES  # noqa: PLC0414  (tests read it)
 from shadowclone.dashboard.sessions import ABSOLUTE_S, IDLE_S, Sessions
 from shadowclone.errors import ShadowcloneError
-from shadowclone.node.local import CloneView, LocalNode
+from shadowclone.node.local import CloneView
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressLine
+from shadowclone.plugin.node import LocalNode
 from shadowclone.redact import redact_tokens
 
 log = logging.getLogger(__name__)

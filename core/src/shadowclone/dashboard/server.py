@@ -10,7 +10,7 @@ import uvicorn
 from shadowclone.config import Config, Paths
 from shadowclone.dashboard.app import build_app
 from shadowclone.dashboard.keys import load_token
-from shadowclone.node.local import LocalNode
+from shadowclone.plugin.node import LocalNode
 
 log = logging.getLogger(__name__)
 

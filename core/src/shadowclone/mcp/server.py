@@ -31,9 +31,10 @@ from shadowclone.config import Paths, load_config
 from shadowclone.errors import ShadowcloneError
 from shadowclone.mcp import SERVER_NAME
 from shadowclone.mcp.shapes import listing_shape, typed_dict
-from shadowclone.node.local import DEFAULT_LIST_LIMIT, CloneView, LocalNode, local_node
+from shadowclone.node.local import DEFAULT_LIST_LIMIT, CloneView
 from shadowclone.node.schemas import CONVERTER, Caps, InboxLine, State, Via
 from shadowclone.node.scrub import scrubbed_line
+from shadowclone.plugin.node import LocalNode, local_node
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ def follow(
     poll_s: float = 1.0,
     on_wait: Callable[[str], None] | None = None,
 ) -> Iterator[ProgressLine]:
-    """See `LocalNode.follow`; `waiting_for` is asked at each look, so a changed config counts."""
+    """See `Node.follow`; `waiting_for` is asked at each look, so a changed config counts."""
     from watchfiles import watch  # its native module: only for a follow
 
     progress, _, offset = folder.progress(files.tail_offset(folder.progress_file))

@@ -1,6 +1,7 @@
 """The node: start, list, get, send, answer and stop clones on this machine.
 
-The CLI and the MCP server are thin layers over `LocalNode`, which is itself a facade: each
+The CLI and the MCP server are thin layers over `Node` (as `shadowclone.plugin.node.LocalNode`,
+which adds the plugins' registry), itself a facade: each
 operation is done by a part in a module of its own (`starting`, `clones` and `views`,
 `waiting`, `following`, `talking`, `stopping`, `retention`), given only what it needs. The
 parts are made afresh for each call from the node's current `config`, `paths` and `clock`,
@@ -12,12 +13,13 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 import attrs
 
-from shadowclone.config import Config, Paths, load_config
+from shadowclone.config import Config, Paths
+from shadowclone.node.admission import Login
 from shadowclone.node.clones import DEFAULT_LIST_LIMIT, Clones
+from shadowclone.node.engines import Engines
 from shadowclone.node.following import follow
 from shadowclone.node.index import CloneIndex
 from shadowclone.node.retention import Removed, Retention
@@ -29,43 +31,33 @@ from shadowclone.node.talking import Talking
 from shadowclone.node.views import CloneView, Listing, Questions, read_view
 from shadowclone.node.waiting import Waiting
 
-if TYPE_CHECKING:
-    from shadowclone.plugin.manager import Registry
-
 __all__ = [
     "DEFAULT_LIST_LIMIT",
     "START_LOCK_TIMEOUT_S",
     "STOP_LOCK_TIMEOUT_S",
     "CloneView",
     "Listing",
-    "LocalNode",
+    "Node",
     "Questions",
-    "local_node",
 ]
 
 
-class LocalNode:
-    """Operations on the clones of this machine; `Registry` is loaded only when needed."""
+class Node:
+    """Operations on the clones of this machine. `engines` hands out the plugins' engines and
+    logins (`shadowclone.plugin.node.LocalNode` loads them, a layer above); it is called only
+    by a start that gets as far as its engine."""
 
     def __init__(
         self,
         config: Config,
         paths: Paths,
-        registry: Registry | None = None,
+        engines: Callable[[], Engines[Login]],
         clock: Callable[[], datetime] = now,
     ) -> None:
         self.config = config
         self.paths = paths
-        self._registry = registry
+        self.engines = engines
         self.clock = clock
-
-    @property
-    def registry(self) -> Registry:
-        if self._registry is None:
-            from shadowclone.plugin.manager import load_registry  # entry points: only when needed
-
-            self._registry = load_registry(self.config.plugins.disabled)
-        return self._registry
 
     def _clones(self) -> Clones:
         return Clones(self.paths)
@@ -86,7 +78,7 @@ class LocalNode:
         """Admit a clone; `allow_secrets`: it may push what looks like a secret (otherwise a
         secret found in its commits stops its push); `caps`: this clone's, each given one in
         place of the config's."""
-        starting = Starting(self.config, self._waiting(), lambda: self.registry, self.clock)
+        starting = Starting(self.config, self._waiting(), self.engines, self.clock)
         return starting.start(target_text, engine, instructions, allow_secrets, caps)
 
     @property
@@ -183,9 +175,3 @@ class LocalNode:
 
     def _retention(self) -> Retention:
         return Retention(self.paths.clones_dir, self.paths.active_dir)
-
-
-def local_node(paths: Paths | None = None) -> LocalNode:
-    """The node of this machine, with the owner's config (the spec's `localNode()`)."""
-    config, resolved = load_config(paths)
-    return LocalNode(config, resolved)

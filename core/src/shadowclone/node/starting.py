@@ -61,7 +61,7 @@ class Starting:
         allow_secrets: bool,
         caps: Caps | None,
     ) -> CloneView:
-        """See `LocalNode.start`, which gives every argument."""
+        """See `Node.start`, which gives every argument."""
         target = Target.parse(target_text, self.config.github.url)
         caps = clone_caps(caps or Caps(), self.config)
         if engine is not None and not engine.strip():

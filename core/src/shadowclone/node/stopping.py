@@ -22,7 +22,7 @@ class Stopping:
         self.clock = clock
 
     def stop(self, clone_id: str) -> CloneView:
-        """See `LocalNode.stop`."""
+        """See `Node.stop`."""
         folder = self.clones.resolve(clone_id)
         try:
             with folder.stop_lock(timeout=STOP_LOCK_TIMEOUT_S):
@@ -52,7 +52,7 @@ class Stopping:
         return read_view(folder)
 
     def resume(self, clone_id: str) -> CloneView:
-        """See `LocalNode.resume`."""
+        """See `Node.resume`."""
         folder = self.clones.resolve(clone_id)
         view = read_view(folder)
         if view.state is not State.SCHEDULED:

@@ -24,7 +24,7 @@ class Retention:
 
     def run(self, stop_event: threading.Event) -> None:
         from shadowclone.config.durations import parse_duration
-        from shadowclone.node.local import LocalNode
+        from shadowclone.plugin.node import LocalNode
 
         while not stop_event.is_set():
             config, paths = self.current.config, self.current.paths

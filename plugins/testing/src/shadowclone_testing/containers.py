@@ -20,11 +20,11 @@ import docker.errors
 import pytest
 from shadowclone.config import HOME_VARIABLE, Paths, default_paths, init_config, set_value
 from shadowclone.config.schema import DEFAULT_IMAGE, DEMO_IMAGE
-from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record
 from shadowclone.plugin import Launcher, LauncherSettings, load_registry
 from shadowclone.plugin.contract import LABEL_CLONE
+from shadowclone.plugin.node import LocalNode, local_node
 from shadowclone.serve.loop import ServeSettings
 
 from shadowclone_testing.fakes.github import FakeGitHub

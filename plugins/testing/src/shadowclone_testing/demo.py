@@ -26,9 +26,9 @@ from shadowclone.cli.app import App, format_progress
 from shadowclone.config import Paths, default_paths, init_config, load_config, set_value
 from shadowclone.config.schema import DEMO_IMAGE
 from shadowclone.errors import PluginUnavailable, ShadowcloneError
-from shadowclone.node.local import LocalNode
 from shadowclone.node.schemas import ProgressKind, SetupRecord, State
 from shadowclone.node.setups import write_setup
+from shadowclone.plugin.node import LocalNode
 from shadowclone.plugin.types import Outcome
 
 from shadowclone_testing.fakes.github import FakeGitHub

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 from shadowclone.config import HOME_VARIABLE, Paths
-from shadowclone.node.local import LocalNode, local_node
 from shadowclone.node.runfolder import RunFolder
+from shadowclone.plugin.node import LocalNode, local_node
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import SCRIPTS_VARIABLE
 

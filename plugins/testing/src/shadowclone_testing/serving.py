@@ -19,10 +19,10 @@ from typing import Any
 import attrs
 import pytest
 from shadowclone.config import HOME_VARIABLE, Paths
-from shadowclone.node.local import LocalNode
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
 from shadowclone.plugin import Launcher
+from shadowclone.plugin.node import LocalNode
 from shadowclone.serve.loop import ServeSettings, serve_clones
 from shadowclone_fake_launch.launcher import FakeLauncher
 from shadowclone_fake_launch.scripts import (
