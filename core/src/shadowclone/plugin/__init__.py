@@ -53,10 +53,12 @@ from shadowclone.plugin.types import (
 )
 
 if TYPE_CHECKING:
+    from shadowclone.config import default_paths
     from shadowclone.config.schema import DEFAULT_IMAGE, DEMO_IMAGE
     from shadowclone.environment.declared import Environment
     from shadowclone.environment.declared import declared as declared_environment
     from shadowclone.environment.declared import image_tag as environment_image_tag
+    from shadowclone.files import write_atomic
     from shadowclone.node.setups import files_in
     from shadowclone.plugin.engine_base import STOP_GRACE_S, ProcessSession, exit_words
     from shadowclone.plugin.manager import (
@@ -101,6 +103,8 @@ _LAZY = {
     "declared_environment": "shadowclone.environment.declared:declared",
     "environment_image_tag": "shadowclone.environment.declared:image_tag",
     "files_in": "shadowclone.node.setups",
+    "default_paths": "shadowclone.config",
+    "write_atomic": "shadowclone.files",
     **dict.fromkeys(
         ("RepositorySetup", "launcher_settings", "repository_setup"), "shadowclone.plugin.owner"
     ),
@@ -178,6 +182,7 @@ __all__ = [
     "arguments_detail",
     "contract",
     "declared_environment",
+    "default_paths",
     "environment_image_tag",
     "exit_words",
     "files_in",
@@ -190,4 +195,5 @@ __all__ = [
     "repository_setup",
     "spawn_engine",
     "until_finished",
+    "write_atomic",
 ]

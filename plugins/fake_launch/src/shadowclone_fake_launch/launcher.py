@@ -33,11 +33,18 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from shadowclone.config import default_paths
-from shadowclone.errors import MalformedFile, PluginUnavailable, Refused
-from shadowclone.files import write_atomic
 from shadowclone.node.runfolder import RunFolder
-from shadowclone.plugin import CloneStatus, LaunchSpec, LaunchState, contract
+from shadowclone.plugin import (
+    CloneStatus,
+    LaunchSpec,
+    LaunchState,
+    MalformedFile,
+    PluginUnavailable,
+    Refused,
+    contract,
+    default_paths,
+    write_atomic,
+)
 
 from shadowclone_fake_launch import keeper, users
 from shadowclone_fake_launch.scripts import SCRIPTS_VARIABLE, read_scripts, script_json

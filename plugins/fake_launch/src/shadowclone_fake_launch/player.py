@@ -33,7 +33,7 @@ from shadowclone.node.schemas import (
     Usage,
     now,
 )
-from shadowclone.plugin.types import NetworkMode, Outcome
+from shadowclone.plugin import NetworkMode, Outcome
 from watchfiles import Change, watch
 
 from shadowclone_fake_launch.scripts import Play, Script, parse_script_json

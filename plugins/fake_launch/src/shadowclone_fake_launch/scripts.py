@@ -18,7 +18,7 @@ from pathlib import Path
 
 import attrs
 import cattrs
-from shadowclone.errors import MalformedFile
+from shadowclone.plugin import MalformedFile
 
 SCRIPTS_VARIABLE = "SHADOWCLONE_FAKE_SCRIPTS"
 
@@ -94,7 +94,7 @@ def read_scripts(path: Path) -> ScriptsFile:
 
 
 def write_scripts(path: Path, scripts: ScriptsFile) -> None:
-    from shadowclone.files import write_atomic
+    from shadowclone.plugin import write_atomic
 
     write_atomic(path, json.dumps(_CONVERTER.unstructure(scripts), indent=1).encode())
 

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import attrs
-from shadowclone.errors import PluginUnavailable
+from shadowclone.plugin import PluginUnavailable
 
 ENGINE_USER = "shadowclone-engine"
 SHARED_GROUP = "shadowclone-shared"
