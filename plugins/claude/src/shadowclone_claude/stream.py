@@ -11,20 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from shadowclone.plugin import (
-    EngineEvent,
-    TextEvent,
-    ToolUseEvent,
-    TurnEndedEvent,
-    UsageEvent,
-    arguments_detail,
-)
+from shadowclone.plugin import EngineEvent, TextEvent, ToolUseEvent, TurnEndedEvent, UsageEvent
+
+# A tool call's input, which Claude sends as a mapping, in one short line:
+from shadowclone.plugin import arguments_detail as tool_detail
+
+__all__ = [
+    "INTERRUPTED_REASONS",
+    "StreamNormalizer",
+    "is_interrupted",
+    "ran_nothing",
+    "tool_detail",
+]
 
 INTERRUPTED_REASONS = frozenset({"aborted_streaming", "aborted_tools"})
-
-
-tool_detail = arguments_detail
-"""A one-line summary of a tool call's input (Claude sends it as a mapping)."""
 
 
 def is_interrupted(result: Mapping[str, Any]) -> bool:

@@ -51,17 +51,18 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from shadowclone.errors import BadInput, Refused
-from shadowclone.plugin import contract
-from shadowclone.plugin.types import (
+from shadowclone.plugin import (
+    BadInput,
     EngineEvent,
     EngineTask,
     FinishedEvent,
     Outcome,
+    Refused,
     TextEvent,
     ToolUseEvent,
     TurnEndedEvent,
     UsageEvent,
+    contract,
 )
 
 from shadowclone_testing.scripted_ask import (
