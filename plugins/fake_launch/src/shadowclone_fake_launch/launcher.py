@@ -192,38 +192,11 @@ class FakeLauncher:
             raise
         home = folder / "home"
         (home / "tmp").mkdir(parents=True)
-        env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
-        env.update(spec.env)
-        engine = users.isolation()
-        if engine is not None:
-            blocked = users.unreachable_folder(spec.run_folder)
-            python = users.unreachable_folder(Path(self.python).resolve().parent)
-            if python is not None:
-                shutil.rmtree(folder)
-                raise PluginUnavailable(
-                    f"clone {spec.clone_id}: the engine's user {users.ENGINE_USER} cannot run "
-                    f"{self.python}, as {python} is closed to other users; make it searchable "
-                    "(scripts/open-python-path does, for the project's Python)"
-                )
-            if blocked is not None:
-                shutil.rmtree(folder)
-                raise PluginUnavailable(
-                    f"clone {spec.clone_id}: the engine's user {users.ENGINE_USER} cannot reach "
-                    f"its run folder, as {blocked} is closed to other users; make it "
-                    f"searchable (chmod o+x {blocked}) or keep the clones folder elsewhere"
-                )
-            env.update(engine.env())
-        env.update(
-            {
-                "HOME": str(home),
-                "TMPDIR": str(home / "tmp"),
-                RUN_FOLDER_VARIABLE: str(spec.run_folder),
-                SECRETS_VARIABLE: str(spec.secrets_file),
-                CLONE_ID_VARIABLE: spec.clone_id,
-            }
-        )
-        if spec.login_state is not None:
-            env[LOGIN_STATE_VARIABLE] = str(spec.login_state)
+        try:
+            env = _clone_env(spec, home, self.python)
+        except PluginUnavailable:
+            shutil.rmtree(folder)
+            raise
         write_atomic(
             folder / keeper.LAUNCH_FILE,
             json.dumps(
@@ -240,28 +213,7 @@ class FakeLauncher:
             ).encode(),
             mode=0o600,
         )
-        # The lock is taken before the keeper exists and handed to it: from here on the clone
-        # counts as launched, even if this process dies before the keeper has started.
-        lock_fd = os.open(folder / keeper.LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            with open(folder / "keeper.log", "ab") as keeper_log:
-                subprocess.run(
-                    [self.python, keeper.__file__, str(folder), str(lock_fd)],
-                    pass_fds=(lock_fd,),
-                    start_new_session=True,
-                    stdin=subprocess.DEVNULL,
-                    stdout=keeper_log,
-                    stderr=subprocess.STDOUT,
-                    timeout=START_TIMEOUT_S,
-                    check=True,
-                )
-        except (OSError, subprocess.SubprocessError) as error:
-            raise PluginUnavailable(
-                f"the fake launcher could not start a keeper for clone {spec.clone_id}: {error}"
-            ) from None
-        finally:
-            os.close(lock_fd)
+        _start_keeper(self.python, folder, spec.clone_id)
         self._wait_started(spec.clone_id, folder)
 
     def status(self, clone_id: str) -> CloneStatus:
@@ -406,3 +358,65 @@ class FakeLauncher:
             f"the fake launcher's keeper for clone {clone_id} did not start it: "
             + (tail(folder / "keeper.log") or "no output")
         )
+
+
+def _clone_env(spec: LaunchSpec, home: Path, python: str) -> dict[str, str]:
+    """What a container would have in its environment; with a user of its own for the engine,
+    `PluginUnavailable` where that user could not reach the interpreter or the run folder."""
+    env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
+    env.update(spec.env)
+    engine = users.isolation()
+    if engine is not None:
+        closed = users.unreachable_folder(Path(python).resolve().parent)
+        if closed is not None:
+            raise PluginUnavailable(
+                f"clone {spec.clone_id}: the engine's user {users.ENGINE_USER} cannot run "
+                f"{python}, as {closed} is closed to other users; make it searchable "
+                "(scripts/open-python-path does, for the project's Python)"
+            )
+        blocked = users.unreachable_folder(spec.run_folder)
+        if blocked is not None:
+            raise PluginUnavailable(
+                f"clone {spec.clone_id}: the engine's user {users.ENGINE_USER} cannot reach "
+                f"its run folder, as {blocked} is closed to other users; make it "
+                f"searchable (chmod o+x {blocked}) or keep the clones folder elsewhere"
+            )
+        env.update(engine.env())
+    env.update(
+        {
+            "HOME": str(home),
+            "TMPDIR": str(home / "tmp"),
+            RUN_FOLDER_VARIABLE: str(spec.run_folder),
+            SECRETS_VARIABLE: str(spec.secrets_file),
+            CLONE_ID_VARIABLE: spec.clone_id,
+        }
+    )
+    if spec.login_state is not None:
+        env[LOGIN_STATE_VARIABLE] = str(spec.login_state)
+    return env
+
+
+def _start_keeper(python: str, folder: Path, clone_id: str) -> None:
+    """Start the clone's keeper, handing it the clone's lock, taken before the keeper exists:
+    from here on the clone counts as launched, even if this process dies before the keeper
+    has started."""
+    lock_fd = os.open(folder / keeper.LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with open(folder / "keeper.log", "ab") as keeper_log:
+            subprocess.run(
+                [python, keeper.__file__, str(folder), str(lock_fd)],
+                pass_fds=(lock_fd,),
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=keeper_log,
+                stderr=subprocess.STDOUT,
+                timeout=START_TIMEOUT_S,
+                check=True,
+            )
+    except (OSError, subprocess.SubprocessError) as error:
+        raise PluginUnavailable(
+            f"the fake launcher could not start a keeper for clone {clone_id}: {error}"
+        ) from None
+    finally:
+        os.close(lock_fd)

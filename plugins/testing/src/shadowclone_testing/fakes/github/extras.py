@@ -14,8 +14,8 @@ from typing import Literal
 
 import attrs
 
-from shadowclone_testing.fakes.github.conversation import ConversationStore
 from shadowclone_testing.fakes.github.model import Annotation, Attachment, CheckRun, now
+from shadowclone_testing.fakes.github.reviewstore import ReviewStore
 
 PRIMARY_LIMIT = 5000
 """Requests an hour for a signed-in user, as on GitHub; 60 for anonymous ones."""
@@ -43,7 +43,7 @@ class Verdict:
     user_id: int | None
 
 
-class ExtrasStore(ConversationStore):
+class ExtrasStore(ReviewStore):
     """Check runs and attachments (kept in the state) and signed URLs and rate limits (kept in
     memory: they live no longer than a server)."""
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from shadowclone_testing.fakes.github.conversation import DraftComment
 from shadowclone_testing.fakes.github.model import ApiError, Issue, Repo, Review, ReviewComment
 from shadowclone_testing.fakes.github.rest import (
     Call,
@@ -13,6 +12,7 @@ from shadowclone_testing.fakes.github.rest import (
     association,
     author_json,
 )
+from shadowclone_testing.fakes.github.reviewstore import DraftComment
 
 
 def _pull(call: Call, owner: str, name: str, number: str) -> tuple[Repo, Issue]:
