@@ -80,11 +80,13 @@ def compare(path: str, text: str, reading: dict[str, Any], found: list[str]) -> 
         environment.context,
         "build.dockerfile" if "dockerfile" in (configuration.get("build") or {}) else "dockerFile",
     )
-    check_values(path, configuration, environment)
+    check_values(path, configuration, environment, reading["workspaceFolder"])
     return "read the same"
 
 
-def check_values(path: str, configuration: dict[str, Any], environment: Environment) -> None:
+def check_values(
+    path: str, configuration: dict[str, Any], environment: Environment, workspace_folder: str
+) -> None:
     folder = posixpath.dirname(path)
     build = configuration.get("build") or {}
     dockerfile = build.get("dockerfile", configuration.get("dockerFile"))
@@ -96,9 +98,13 @@ def check_values(path: str, configuration: dict[str, Any], environment: Environm
         assert environment.image is None
     else:
         assert environment.image == configuration["image"]
-    setup = commands(configuration.get("onCreateCommand"))
-    setup += commands(configuration.get("postCreateCommand"))
-    assert list(environment.setup) == setup
+    assert environment.setup == ()  # nothing of a dev container's runs without the repository
+    lifecycle = environment.lifecycle
+    assert list(lifecycle.on_create) == commands(configuration.get("onCreateCommand"))
+    assert list(lifecycle.update_content) == commands(configuration.get("updateContentCommand"))
+    assert list(lifecycle.post_create) == commands(configuration.get("postCreateCommand"))
+    assert list(lifecycle.post_start) == commands(configuration.get("postStartCommand"))
+    assert lifecycle.workspace_folder == workspace_folder
     assert environment.env == (configuration.get("containerEnv") or {})
     user = configuration.get("remoteUser") or configuration.get("containerUser")
     assert environment.user == user

@@ -23,12 +23,14 @@ from shadowclone.environment.declared import (
 )
 from shadowclone.environment.devcontainer import READING_PATH, parse_text
 from shadowclone.errors import BadInput
+from shadowclone.node.schemas import Lifecycle
 
 
 def parse_devcontainer(text: str, path: str = DEVCONTAINER_PATH) -> Environment:
     """`text` read as the reference CLI reads a configuration without variables: its object
     as it is (the corpus test compares with the CLI itself)."""
-    return from_reading({"configuration": parse_text(path, text)}, path)
+    reading = {"configuration": parse_text(path, text), "workspaceFolder": "/workspaces/app"}
+    return from_reading(reading, path)
 
 
 DEVCONTAINER = """\
@@ -57,7 +59,11 @@ def test_a_devcontainer_with_a_dockerfile_and_every_command_shape() -> None:
         dockerfile=".devcontainer/Dockerfile",
         context=".",
         build_args={"GO_VERSION": "1.22"},
-        setup=("make deps", "go install ./...", "git config x y"),
+        lifecycle=Lifecycle(
+            on_create=("make deps",),
+            post_create=("go install ./...", "git config x y"),
+            workspace_folder="/workspaces/app",
+        ),
         env={"GOFLAGS": "-mod=mod"},
         user="vscode",
         found=(DEVCONTAINER_PATH,),
@@ -79,7 +85,8 @@ def test_the_legacy_dockerfile_keys_and_empty_commands() -> None:
         ".devcontainer",
     )
     assert environment.setup == ()
-    assert environment.not_applied == {"updateContentCommand": "not run yet"}
+    assert environment.lifecycle.commands() == [("updateContentCommand", "make")]
+    assert environment.not_applied == {}
 
 
 @pytest.mark.parametrize(
@@ -93,6 +100,13 @@ def test_the_legacy_dockerfile_keys_and_empty_commands() -> None:
 def test_what_cannot_work_is_refused_naming_the_key(text: str, where: str) -> None:
     with pytest.raises(BadInput, match=re.escape(f"{DEVCONTAINER_PATH}: {where}")):
         parse_devcontainer(text)
+
+
+@pytest.mark.parametrize("folder", ["src", "/", "/usr/src/app", "/work/../etc"])
+def test_a_workspace_folder_outside_the_clone_s_own_is_refused(folder: str) -> None:
+    reading = {"configuration": {"image": "debian"}, "workspaceFolder": folder}
+    with pytest.raises(BadInput, match=re.escape(f"{DEVCONTAINER_PATH}: workspaceFolder: ")):
+        from_reading(reading, DEVCONTAINER_PATH)
 
 
 def test_a_devcontainer_is_read_from_the_kept_reading_only() -> None:

@@ -293,7 +293,10 @@ def test_setup_keeps_the_environment_the_repository_declares(
     reading = json.loads(found.pop(READING_PATH))
     assert found == {k: v for k, v in DEVCONTAINER_FILES.items() if k.startswith(".devcontainer")}
     assert reading["configuration"]["postCreateCommand"] == "make deps"
-    assert "ok   declaration           read .devcontainer/devcontainer.json" in result.out
+    assert (
+        "ok   declaration           read .devcontainer/devcontainer.json; run in each clone's "
+        "workspace before the engine: postCreateCommand; not applied yet: features"
+    ) in result.out
     only_reads(github)
     shown = sc_cli("env", "show", "you/app", "--json")
     assert shown.code == 0, shown.err
@@ -303,11 +306,15 @@ def test_setup_keeps_the_environment_the_repository_declares(
         ".devcontainer/Dockerfile",
         ".devcontainer",
     )
-    assert (described["setup"], described["build_args"]) == (["make deps"], {"V": "1"})
+    assert (described["setup"], described["build_args"]) == ([], {"V": "1"})
+    assert described["lifecycle"] == [["postCreateCommand", "make deps"]]
+    assert described["workspace_folder"] == "/workspaces/app"
+    assert record.lifecycle.post_create == ("make deps",)
     assert (described["ignored"], list(described["not_applied"])) == ([], ["features"])
     human = sc_cli("env", "show", "you/app").out
     assert (
-        "setup       make deps" in human
+        "command     postCreateCommand: make deps (in the workspace)" in human
+        and "workspace   /workspaces/app" in human
         and "not applied features (ghcr.io/devcontainers/features/go:1: not installed" in human
     )
     image_only = '{"image": "debian:bookworm"}'
@@ -398,16 +405,21 @@ def test_one_of_several_configurations_is_chosen_and_its_variables_read(
     assert result.code == 0, result.out + result.err
     assert (
         "read .devcontainer/py/devcontainer.json (also found: .devcontainer.json; choose with "
-        "--devcontainer); not applied yet: postStartCommand" in result.out
+        "--devcontainer); run in each clone's workspace before the engine: postCreateCommand, "
+        "postStartCommand" in result.out
     )
     described = json.loads(sc_cli("env", "show", "you/app", "--json").out)
     assert described["env"] == {"HOME_SEEN": "", "WS": "/workspaces/app"}
-    assert described["setup"] == ["cd app && pip install -e ."]
-    assert described["not_applied"] == {"postStartCommand": "not run yet"}
+    assert described["setup"] == []
+    assert described["lifecycle"] == [
+        ["postCreateCommand", "cd app && pip install -e ."],
+        ["postStartCommand", "make serve"],
+    ]
+    assert described["not_applied"] == {}
     assert described["ignored"] == ["forwardPorts"]
     human = sc_cli("env", "show", "you/app").out
     assert "also found  .devcontainer.json (not read" in human
-    assert "not applied postStartCommand (not run yet)" in human
+    assert "command     postStartCommand: make serve (in the workspace)" in human
     default = sc_cli("setup", "you/app", "--no-build")
     assert default.code == 0 and "read .devcontainer.json (also found" in default.out
 

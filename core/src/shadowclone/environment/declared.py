@@ -5,9 +5,10 @@ read by the reference CLI: `environment/devcontainer.py`).
 
 Both come to one `Environment`: a base (an image, or a Dockerfile with its context and build
 arguments), setup commands run when the image is built (network on, no secrets), variables,
-the user, the repository's own check commands and the paths whose contents are worth keeping
-between clones. A file that says something wrong is refused in one line naming the file and
-the key.
+the user, the repository's own check commands, the paths whose contents are worth keeping
+between clones, and a dev container's lifecycle commands, which need the repository and so run
+in each clone's workspace. A file that says something wrong is refused in one line naming the
+file and the key.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import attrs
 
 from shadowclone.environment import devcontainer
 from shadowclone.errors import BadInput
+from shadowclone.node.schemas import LIFECYCLE_KEYS, NO_LIFECYCLE, Lifecycle
 
 TOML_PATH = ".shadowclone/environment.toml"
 DEVCONTAINER_PATH = devcontainer.DEFAULT_CONFIG
@@ -57,7 +59,10 @@ class Environment:
     """The Dockerfile's build context, a folder in the repository."""
     build_args: Mapping[str, str] = attrs.field(factory=dict)
     setup: tuple[str, ...] = ()
-    """Shell commands run as the image is built, with the network on and no secrets."""
+    """Shell commands run as the image is built, with the network on and no secrets
+    (`.shadowclone/environment.toml`'s `setup`)."""
+    lifecycle: Lifecycle = NO_LIFECYCLE
+    """A dev container's lifecycle commands: they run in each clone's workspace."""
     env: Mapping[str, str] = attrs.field(factory=dict)
     user: str | None = None
     checks: tuple[str, ...] = ()
@@ -131,11 +136,16 @@ clones programs an earlier engine wrote."""
 
 def _absolute_paths(path: str, key: str, value: object) -> tuple[str, ...]:
     found = _strings(path, key, value)
-    for index, item in enumerate(found):
-        if not item.startswith("/") or ".." in item.split("/") or item.rstrip("/") == "":
-            raise _fail(path, f"{key}[{index}]", "an absolute path in the clone, not /")
-        if any(item == folder or item.startswith(folder + "/") for folder in SYSTEM_FOLDERS):
-            raise _fail(path, f"{key}[{index}]", "a path outside the system's folders")
+    return tuple(_container_path(path, f"{key}[{index}]", item) for index, item in enumerate(found))
+
+
+def _container_path(path: str, key: str, value: object) -> str:
+    """An absolute path in the clone, outside the system's folders."""
+    found = _string(path, key, value)
+    if not found.startswith("/") or ".." in found.split("/") or found.rstrip("/") == "":
+        raise _fail(path, key, "an absolute path in the clone, not /")
+    if any(found == folder or found.startswith(folder + "/") for folder in SYSTEM_FOLDERS):
+        raise _fail(path, key, "a path outside the system's folders")
     return found
 
 
@@ -167,10 +177,17 @@ def from_reading(reading: Mapping[str, Any], source: str, found: Sequence[str] =
     build = data.get("build")
     build = build if isinstance(build, dict) else {}
     build_args = _table(source, "build.args", build.get("args") or {}) if dockerfile else {}
-    setup: tuple[str, ...] = ()
-    for key in ("onCreateCommand", "postCreateCommand"):
-        if key in data:
-            setup += _commands(source, key, data[key])
+    on_create, update_content, post_create, post_start = (
+        _commands(source, key, data.get(key)) for key in LIFECYCLE_KEYS
+    )
+    folder = reading.get("workspaceFolder")
+    lifecycle = Lifecycle(
+        on_create=on_create,
+        update_content=update_content,
+        post_create=post_create,
+        post_start=post_start,
+        workspace_folder=_container_path(source, "workspaceFolder", folder) if folder else None,
+    )
     user = data.get("remoteUser") or data.get("containerUser")
     return Environment(
         source=source,
@@ -178,7 +195,7 @@ def from_reading(reading: Mapping[str, Any], source: str, found: Sequence[str] =
         dockerfile=dockerfile,
         context=context,
         build_args=build_args,
-        setup=setup,
+        lifecycle=lifecycle,
         env=_table(source, "containerEnv", data.get("containerEnv") or {}, names=True),
         user=_string(source, "remoteUser", user) if user else None,
         found=devcontainer.ordered(found or (source,)),
@@ -250,12 +267,17 @@ def declared(files: Mapping[str, str]) -> Environment | None:
     return None
 
 
+RECIPE_VERSION = "2"
+"""How an environment image is made from its files; a change makes every tag anew (2: a dev
+container's lifecycle commands run in the clone, not in the image)."""
+
+
 def image_tag(repo: str, clone_image_id: str, files: Mapping[str, str]) -> str:
     """The tag of the image made for `repo` from `files` (every file it reads, by path) on the
     clone image `clone_image_id`: a change of any of them makes another tag, so an image is
     built once per change of its inputs."""
     digest = hashlib.sha256()
-    parts = [repo, clone_image_id]
+    parts = [RECIPE_VERSION, repo, clone_image_id]
     for name in sorted(files):
         parts += [name, files[name]]
     for part in parts:  # each with its length: no two lists of parts hash alike

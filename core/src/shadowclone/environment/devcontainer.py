@@ -171,22 +171,20 @@ def locate(path: str, text: str) -> tuple[str | None, str, str]:
 
 # What a clone does with each key of a configuration.
 APPLIED = frozenset(
-    {"image", "build", "dockerFile", "context", "onCreateCommand", "postCreateCommand"}
-    | {"containerEnv"}
+    {"image", "build", "dockerFile", "context", "containerEnv", "workspaceFolder"}
+    | {"onCreateCommand", "updateContentCommand", "postCreateCommand", "postStartCommand"}
 )
-"""Used to make the clone's image: the base, the build's arguments, the variables, and the
-commands run once as the image is built."""
+"""Used to make the clone's image (the base, the build's arguments, the variables) or run in
+the clone's workspace before the engine starts (the lifecycle commands, in the workspace folder
+the configuration names)."""
 NOT_APPLIED = {
     "features": "not installed yet",
     "overrideFeatureInstallOrder": "features are not installed yet",
-    "updateContentCommand": "not run yet",
-    "postStartCommand": "not run yet",
-    "postAttachCommand": "not run yet",
+    "postAttachCommand": "not run: no tool attaches to a clone",
     "initializeCommand": "not run (it runs on the host)",
     "remoteEnv": "not set yet",
     "remoteUser": "the engine always runs as the clone's own user",
     "containerUser": "the engine always runs as the clone's own user",
-    "workspaceFolder": "the clone keeps the repository where it always does",
     "workspaceMount": "the clone mounts nothing of the host",
     "mounts": "the clone mounts nothing of the host",
     "runArgs": "the launcher sets the container's options",

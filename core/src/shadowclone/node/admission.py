@@ -144,6 +144,7 @@ def request_for(
         check_commands=setup.check_commands,
         fix_rounds=config.limits.fix_rounds,
         caches=setup.caches,
+        lifecycle=setup.lifecycle,
         environment=setup.environment,
         strangers_network=NetworkMode(config.security.strangers),
         omit_strangers_text=config.security.strangers_text == "omitted",

@@ -224,6 +224,39 @@ class RunMode(enum.StrEnum):
     more."""
 
 
+LIFECYCLE_KEYS = (
+    "onCreateCommand",
+    "updateContentCommand",
+    "postCreateCommand",
+    "postStartCommand",
+)
+"""A dev container's lifecycle commands a clone runs, in the order the specification runs
+them when a container is created."""
+
+
+@attrs.frozen
+class Lifecycle:
+    """The lifecycle commands of a repository's dev container configuration (each a shell
+    line), which a clone runs in its workspace once its branch is there, before the engine."""
+
+    on_create: tuple[str, ...] = ()
+    update_content: tuple[str, ...] = ()
+    post_create: tuple[str, ...] = ()
+    post_start: tuple[str, ...] = ()
+    workspace_folder: str | None = None
+    """Where the configuration puts the workspace in the container (`workspaceFolder`, or the
+    specification's default): a clone's workspace is reachable there too."""
+
+    def commands(self) -> list[tuple[str, str]]:
+        """(key, shell line) in the order they run."""
+        groups = (self.on_create, self.update_content, self.post_create, self.post_start)
+        pairs = zip(LIFECYCLE_KEYS, groups, strict=True)
+        return [(key, line) for key, lines in pairs for line in lines]
+
+
+NO_LIFECYCLE = Lifecycle()
+
+
 @attrs.frozen
 class Caps:
     """Where a clone pauses to ask the owner whether to go on (None: no such cap)."""
@@ -288,6 +321,8 @@ class Request:
     """How often failing checks go back to the engine (`[limits] fix_rounds`)."""
     caches: tuple[str, ...] = ()
     """The cache paths the repository's environment declares, besides the defaults."""
+    lifecycle: Lifecycle = NO_LIFECYCLE
+    """The lifecycle commands the repository's dev container configuration declares."""
     environment: str | None = None
     """Where the repository declares its environment, when setup found a declaration: the
     clone runs in an image made from it on `image` (the launcher makes it before the launch,
@@ -484,6 +519,8 @@ class SetupRecord:
     record, `node.setups.environment_dir`), or None."""
     caches: tuple[str, ...] = ()
     """The cache paths the environment declares."""
+    lifecycle: Lifecycle = NO_LIFECYCLE
+    """The lifecycle commands the environment declares."""
     v: int = SCHEMA_VERSION
 
 

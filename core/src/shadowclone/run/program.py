@@ -41,6 +41,7 @@ from shadowclone.run.handoff import Handoffs
 from shadowclone.run.headstart import HeadStart
 from shadowclone.run.identity import EngineIdentity
 from shadowclone.run.inbox import set_on_stop
+from shadowclone.run.lifecycle import LifecycleCommands
 from shadowclone.run.plan import Mode
 from shadowclone.run.progress import AskRelay, ProgressWriter
 from shadowclone.run.review.findings import FindingsTool
@@ -246,7 +247,12 @@ class CloneRun:
                     "fetched; the review runs next with no network but the model's API",
                 )
                 return 0
-            result, reviews = await self.working.work(self.targeting.prompt())
+            try:
+                told = await LifecycleCommands(self.basics, known).run()
+            except Stopped:
+                result = EngineResult(Outcome.STOPPED, "stopped before the engine started")
+            else:
+                result, reviews = await self.working.work(self.targeting.prompt(told))
         return await self._finish(result, reviews)
 
     def _quarantined(self) -> bool:

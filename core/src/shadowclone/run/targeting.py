@@ -210,11 +210,12 @@ class Targeting:
         self.known.open_threads = context.open_threads
         self.basics.progress.note(Step.TARGET, context.summary())
 
-    def prompt(self) -> str:
-        """The working session's prompt: the target, the owner's words, the conversation."""
+    def prompt(self, told: tuple[str, ...] = ()) -> str:
+        """The working session's prompt: the target, the owner's words, the conversation, and
+        what the engine is `told` of its workspace."""
         plan = self.known.plan
         assert plan is not None
-        said: tuple[str, ...] = (READS_SAID,) if self.reads.enabled else ()
+        said: tuple[str, ...] = (*told, READS_SAID) if self.reads.enabled else told
         if self.known.open_threads and plan.mode is Mode.CONTINUE:
             said += (threads.ASK,)
         return build_prompt(plan, self.basics.request.instructions, self.known.conversation, said)

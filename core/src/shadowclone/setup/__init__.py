@@ -334,6 +334,7 @@ def _record(
         can_push=True,
         check_commands=tuple(dict.fromkeys([*check_commands, *environment.checks])),
         caches=environment.caches,
+        lifecycle=environment.lifecycle,
         image=image,
         environment=report.environment,
     )
@@ -384,6 +385,9 @@ def declaration_summary(environment: Environment) -> str:
     others = [path for path in environment.found if path != environment.source]
     if others:
         line += f" (also found: {', '.join(others)}; choose with --devcontainer)"
+    keys = dict.fromkeys(key for key, _ in environment.lifecycle.commands())
+    if keys:
+        line += f"; run in each clone's workspace before the engine: {', '.join(keys)}"
     if environment.not_applied:
         line += f"; not applied yet: {', '.join(environment.not_applied)}"
     return line

@@ -154,6 +154,8 @@ def describe(repo_text: str) -> dict[str, Any]:
         context=environment.context if environment.dockerfile else None,
         build_args=dict(environment.build_args),
         setup=list(environment.setup),
+        lifecycle=[[key, line] for key, line in environment.lifecycle.commands()],
+        workspace_folder=environment.lifecycle.workspace_folder,
         env=dict(environment.env),
         user=environment.user,
         checks=list(environment.checks),
@@ -173,7 +175,7 @@ def describe(repo_text: str) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def show(repo: str, as_json: bool) -> None:
     """Show what a clone of REPO (owner/repo) will get: the declared base, setup commands,
-    variables, checks, caches and the image made from them."""
+    lifecycle commands, variables, checks, caches and the image made from them."""
     shown = describe(repo)
     if as_json:
         sys.stdout.write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
@@ -197,6 +199,9 @@ def show(repo: str, as_json: bool) -> None:
     for name, value in shown["build_args"].items():
         rows.append(f"build arg   {name}={value}")
     rows += [f"setup       {command}" for command in shown["setup"]]
+    rows += [f"command     {key}: {line} (in the workspace)" for key, line in shown["lifecycle"]]
+    if shown["workspace_folder"]:
+        rows.append(f"workspace   {shown['workspace_folder']} (reaches the clone's workspace)")
     rows += [f"variable    {name}={value}" for name, value in shown["env"].items()]
     if shown["user"]:
         rows.append(

@@ -1,0 +1,151 @@
+"""A dev container's lifecycle commands, run where the Dev Container specification runs them:
+in the container, in the workspace folder, once the source is there (`onCreateCommand`,
+`updateContentCommand`, `postCreateCommand`, then `postStartCommand`), before the engine starts.
+
+They come from the default branch's configuration, as setup read it, never from the work the
+clone is given: they run only when the head checked out is one the owner can trust, and as the
+engine's user (what they run, the engine could run). A command that fails ends the ones after
+it, as the specification says; the engine still starts and is told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+from shadowclone import contract
+from shadowclone.node.schemas import Step
+from shadowclone.run.state import Basics, Known
+from shadowclone.run.targeting import Stopped
+
+COMMAND_TIMEOUT_S = 30 * 60.0
+"""How long one lifecycle command may run."""
+MAX_LINES = 40
+"""At most this many lines of one command's output become progress lines (the rest counted)."""
+MAX_LINE_CHARS = 300
+OUTPUT_GRACE_S = 2.0
+"""After a command exits, how long its output is still read: a service it started in the
+background may hold the output open for ever."""
+
+
+class LifecycleCommands:
+    """Runs the lifecycle commands of the repository's environment in the clone's workspace."""
+
+    def __init__(self, basics: Basics, known: Known) -> None:
+        self.basics = basics
+        self.known = known
+
+    async def run(self) -> tuple[str, ...]:
+        """Run them all; what the engine should be told (a command that failed), if anything.
+        `Stopped` when the owner stops the clone meanwhile."""
+        basics = self.basics
+        lifecycle = basics.request.lifecycle
+        commands = lifecycle.commands()
+        if not commands:
+            return ()
+        progress = basics.progress
+        if not self.known.trusted_head():
+            progress.note(
+                Step.WORKSPACE,
+                "the environment's lifecycle commands do not run: the work checked out is not "
+                "the owner's to trust",
+            )
+            return ()
+        if lifecycle.workspace_folder:
+            self._reach_workspace(lifecycle.workspace_folder)
+        for index, (key, line) in enumerate(commands):
+            progress.note(Step.WORKSPACE, f"{key}: $ {line}")
+            started = time.monotonic()
+            code = await self._run_one(key, line)
+            took = time.monotonic() - started
+            if code == 0:
+                progress.note(Step.WORKSPACE, f"{key}: done in {took:.1f} s")
+                continue
+            skipped = len(commands) - index - 1
+            ended = "timed out" if code is None else f"exited {code}"
+            after = f"; {skipped} command(s) after it not run" if skipped else ""
+            progress.error(
+                Step.WORKSPACE, f"{key} {ended} after {took:.1f} s{after}: the engine starts anyway"
+            )
+            return (
+                f"The repository's dev container {key} `{line}` {ended} in the workspace"
+                f"{after}: what the environment should have installed may be missing.",
+            )
+        return ()
+
+    def _reach_workspace(self, folder: str) -> None:
+        """Make the configuration's workspace folder lead to the clone's workspace, so that
+        commands and tools that name it find the repository. Only in a container (where the
+        run folder is at its fixed path): never on the machine of a process launcher."""
+        basics = self.basics
+        if basics.folder.path != Path(contract.CONTAINER_RUN_FOLDER):
+            return
+        link = Path(folder)
+        if link == basics.workspace_path or link.exists() or link.is_symlink():
+            return
+        try:
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(basics.workspace_path, target_is_directory=True)
+        except OSError as error:
+            basics.progress.note(
+                Step.WORKSPACE,
+                f"the workspace folder {folder} could not lead to the workspace: {error}",
+            )
+
+    async def _run_one(self, key: str, line: str) -> int | None:
+        """The command's exit code, None when it timed out; its output as progress lines."""
+        basics = self.basics
+        identity = basics.identity
+        env = identity.environment(os.environ, basics.engine_area / "home")
+        process = await asyncio.create_subprocess_exec(
+            *identity.wrap(["/bin/sh", "-c", line]),
+            cwd=basics.workspace_path,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        reader = asyncio.create_task(self._relay(key, process))
+        exited = asyncio.create_task(process.wait())
+        stopped = asyncio.create_task(basics.stop.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {exited, stopped}, timeout=COMMAND_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
+            )
+            if exited not in done:
+                _kill(process)
+                await process.wait()
+                if stopped in done:
+                    raise Stopped
+                return None
+            return process.returncode
+        finally:
+            stopped.cancel()
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(reader, OUTPUT_GRACE_S)
+
+    async def _relay(self, key: str, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        shown = more = 0
+        while raw := await process.stdout.readline():
+            text = raw.decode("utf-8", "replace").rstrip()
+            if not text:
+                continue
+            if shown < MAX_LINES:
+                self.basics.progress.note(Step.WORKSPACE, f"{key}: {text[:MAX_LINE_CHARS]}")
+                shown += 1
+            else:
+                more += 1
+        if more:
+            self.basics.progress.note(Step.WORKSPACE, f"{key}: {more} more line(s) not shown")
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    """The command and everything it started (its own session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)

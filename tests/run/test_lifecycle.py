@@ -1,0 +1,121 @@
+"""A dev container's lifecycle commands, run by the run program where the specification runs
+them: in the workspace, with the repository there, in order, before the engine starts; their
+output in progress lines; a failure ends the commands after it and is told to the engine; a
+stranger's work runs none of them; a stop ends them (the real Claude Code CLI, the fake model
+server and GitHub)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psutil
+from shadowclone.node.schemas import Lifecycle, ProgressKind, ProgressLine, Step, StopMarker
+from shadowclone.plugin.types import Outcome
+from shadowclone_testing.clone_world import World, models
+from shadowclone_testing.fakes.models import Shell, Text
+
+LIFECYCLE = Lifecycle(
+    on_create=("cp deps.lock installed.txt",),
+    update_content=("echo updated >> installed.txt",),
+    post_create=("test -f installed.txt && echo ready > READY", "echo made; echo said >&2"),
+    post_start=("echo started",),
+)
+
+
+def texts(lines: list[ProgressLine]) -> list[str]:
+    return [line.text for line in lines]
+
+
+def test_the_commands_run_in_order_in_the_workspace_before_the_engine(world: World) -> None:
+    gh = world.github
+    gh.commit("owner/app", "main", {"deps.lock": "left-pad==1.3\n"}, author="owner")
+    number = gh.create_issue("owner/app", author="owner", title="Use the dependencies")
+    with models(Shell("cat READY installed.txt"), Text("All there.")) as server:
+        code, lines = world.run(world.folder(number, server, lifecycle=LIFECYCLE))
+        first = server.model_requests()[0]
+        second = server.model_requests()[1]
+    said = texts(lines)
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), said
+    ran = [text.partition(": $ ")[0] for text in said if ": $ " in text]
+    assert ran == [key for key, _ in LIFECYCLE.commands()]
+    for output in (
+        "postCreateCommand: made",
+        "postCreateCommand: said",
+        "postStartCommand: started",
+    ):
+        assert output in said
+    last = max(i for i, text in enumerate(said) if text.startswith("postStartCommand: done in"))
+    engine_lines = [i for i, line in enumerate(lines) if line.step is Step.ENGINE]
+    assert engine_lines and min(engine_lines) > last
+    assert all(second.contains(text) for text in ("left-pad==1.3", "updated", "ready"))
+    assert not first.contains("dev container")  # nothing to tell: all passed
+    workspace = world.tmp / f"run-{number}" / "workspace"
+    assert (workspace / "READY").read_text() == "ready\n"
+
+
+def test_a_failing_command_ends_the_rest_and_the_engine_is_told(world: World) -> None:
+    gh = world.github
+    number = gh.create_issue("owner/app", author="owner", title="Work anyway")
+    lifecycle = Lifecycle(post_create=("echo broken; exit 3",), post_start=("touch NEVER",))
+    with models(Text("Noted.")) as server:
+        code, lines = world.run(world.folder(number, server, lifecycle=lifecycle))
+        first = server.model_requests()[0]
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), texts(lines)
+    [error] = [line for line in lines if line.kind is ProgressKind.ERROR]
+    assert error.text.startswith("postCreateCommand exited 3 after ")
+    assert error.text.endswith("; 1 command(s) after it not run: the engine starts anyway")
+    assert "postCreateCommand: broken" in texts(lines)
+    assert not any(text.startswith("postStartCommand") for text in texts(lines))
+    assert not (world.tmp / f"run-{number}" / "workspace" / "NEVER").exists()
+    assert first.contains("postCreateCommand `echo broken; exit 3` exited 3")
+
+
+def test_a_strangers_pull_request_runs_none_of_them(world: World) -> None:
+    gh = world.github
+    marker = world.tmp / "ran"
+    number = gh.create_pull_request(
+        "owner/app",
+        author="stranger",
+        branch="evil",
+        title="Change",
+        files={"package.json": "{}"},
+        fork=True,
+    )
+    lifecycle = Lifecycle(on_create=(f"touch {marker}",), post_start=(f"touch {marker}",))
+    with models(Text("Looks fine.")) as server:
+        code, lines = world.run(world.folder(number, server, lifecycle=lifecycle))
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), texts(lines)
+    assert not marker.exists()
+    assert not any(": $ " in text for text in texts(lines))
+
+
+def test_a_stop_ends_a_running_command_and_what_it_started(world: World) -> None:
+    gh = world.github
+    number = gh.create_issue("owner/app", author="owner", title="Slow setup")
+    lifecycle = Lifecycle(post_create=("sleep 300 & sleep 301",))
+    with models(Text("Never asked.")) as server:
+        folder = world.folder(number, server, lifecycle=lifecycle)
+
+        def stop_once_it_runs() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                lines, _, _ = folder.progress()
+                if any(line.text.startswith("postCreateCommand: $") for line in lines):
+                    folder.write_stop(StopMarker())
+                    return
+                time.sleep(0.1)
+
+        stopper = threading.Thread(target=stop_once_it_runs)
+        stopper.start()
+        code, lines = world.run(folder)
+        stopper.join()
+        asked = server.model_requests()
+    assert (code, lines[-1].outcome) == (0, Outcome.STOPPED), texts(lines)
+    assert asked == []
+    sleeping = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.info["cmdline"] in (["sleep", "300"], ["sleep", "301"])
+    ]
+    assert sleeping == []
