@@ -27,7 +27,9 @@ ENVIRONMENT_FILES = {
     ".devcontainer/devcontainer.json": json.dumps(
         {
             "build": {"dockerfile": "Dockerfile", "args": {"GREETING": "from-the-dockerfile"}},
-            "postCreateCommand": "jq --version > /etc/jq-version",
+            # Dependencies installed from the repository's lock file, then used.
+            "onCreateCommand": "jq -r '.packages[]' deps.lock.json > .installed",
+            "postCreateCommand": ["sh", "-c", "test -s .installed && jq --version > .jq-version"],
             # As written: nothing expanded or unescaped on the way into the image.
             "containerEnv": {"ENV_MARK": 'declared-variable $HOME "quoted" back\\slash'},
         }
@@ -38,6 +40,7 @@ ENVIRONMENT_FILES = {
         " && rm -rf /var/lib/apt/lists/*\n"
         "RUN echo $GREETING > /etc/greeting\n"
     ),
+    "deps.lock.json": '{"packages": ["left-pad@1.3.0"]}\n',
 }
 
 
@@ -66,10 +69,11 @@ def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: 
     """A devcontainer whose Dockerfile installs a Debian package: setup (its check clone in
     Docker) keeps the declaration; serve builds the image before the first clone's launch
     (the clone shows `preparing` with the build's steps), and the clone runs the real engine
-    in it: the package, the build argument, the setup command's file and the declared
-    variable are all there. The repository's check, which runs that package, fails on the
-    first turn's work, goes back to the engine once and passes after its fix. The next clone
-    and `env build` find the image: no build."""
+    in it: the package, the build argument and the declared variable are there, and the
+    lifecycle commands ran in its workspace first (dependencies from the repository's lock
+    file, then a command that uses them). The repository's check, which runs that package,
+    fails on the first turn's work, goes back to the engine once and passes after its fix.
+    The next clone and `env build` find the image: no build."""
     world.use("claude")
     repo = own_repository(world)
     files = {**ENVIRONMENT_FILES, "status.json": '{"ok": false}\n'}
@@ -99,7 +103,10 @@ def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: 
 
 def environment_built_once(world: World, repo: str, tag: str) -> None:
     first, second = issue(world, repo, "Use the toolchain"), issue(world, repo, "Use it again")
-    probe = 'jq --version; cat /etc/jq-version /etc/greeting; printf "mark=%s\\n" "$ENV_MARK"'
+    probe = (
+        'jq --version; cat .jq-version .installed /etc/greeting; printf "mark=%s\\n" "$ENV_MARK";'
+        " ls /workspaces/*/deps.lock.json"
+    )
     script(world.model, Shell(probe), Text("Done."))
     world.model.rule = lambda request: (
         (Text("Fixed: status.json is ok.") if request.contains("status-fixed") else Shell(JQ_FIX))
@@ -144,6 +151,73 @@ def environment_built_once(world: World, repo: str, tag: str) -> None:
     results = [r for r in world.model.model_requests() if r.contains(declared)]
     assert results, "the declared variable did not reach the engine's shell"
     assert results[0].contains("from-the-dockerfile") and results[0].contains("jq-1.")
+    # The lifecycle commands ran in the workspace, which the configuration's workspace folder
+    # leads to, before the engine: what they installed from the lock file is there.
+    assert results[0].contains("left-pad@1.3.0")
+    assert results[0].contains(f"/workspaces/{repo.partition('/')[2]}/deps.lock.json")
+    ran = [line for line in world.steps(clone_id) if ": $ " in line]
+    assert [line.partition(":")[0] for line in ran] == ["onCreateCommand", "postCreateCommand"]
+
+
+FEATURE_FILES = {
+    ".devcontainer/devcontainer.json": json.dumps(
+        {
+            "image": "shadowclone-base:bookworm",
+            "features": {"./greet": {"word": "hola"}},
+            "postCreateCommand": "cat /etc/greet-word > greeted.txt",
+        }
+    ),
+    ".devcontainer/greet/devcontainer-feature.json": json.dumps(
+        {
+            "id": "greet",
+            "version": "1.0.0",
+            "name": "Greet",
+            "options": {"word": {"type": "string", "default": "hi"}},
+        }
+    ),
+    ".devcontainer/greet/install.sh": '#!/bin/sh\nset -e\necho "$WORD" > /etc/greet-word\n',
+}
+
+
+@pytest.mark.timeout(1800)
+def test_a_local_feature_is_installed_in_the_environment(world: World) -> None:
+    """A feature kept beside the configuration, with an option: setup copies it, the Dev
+    Containers CLI installs it on the base (its option given), and the clone's lifecycle
+    command and engine find what it installed. A feature from a registry that cannot be
+    reached fails setup in one line naming it."""
+    world.use("claude")
+    repo = own_repository(world)
+    world.github.commit(repo, "main", FEATURE_FILES, author="owner")
+    authorities = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
+    set_value(world.paths, "environment.ca_certs", json.dumps([str(a) for a in authorities]))
+    config, _ = load_config(world.paths)
+    summary = setup_repository(config, world.paths, load_registry(), repo, engine="claude")
+    assert summary.ok, [check for check in summary.checks if not check.passed]
+    tag = describe(repo)["tag"]
+    try:
+        number = issue(world, repo, "Greet")
+        script(world.model, Shell("cat /etc/greet-word greeted.txt"), Text("Greeted."))
+        with serving(world.node, SETTINGS):
+            clone_id = world.node.start(f"{repo}#{number}").id
+            record = world.ended(clone_id)
+        assert (record.outcome, record.image) == (Outcome.DONE, tag), world.steps(clone_id)
+        [shown] = [r for r in world.model.model_requests() if r.contains("cat /etc/greet-word")][
+            -1:
+        ]
+        assert shown.contains("hola\nhola"), world.steps(clone_id)
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            world.client.images.remove(tag, force=True)
+    remote = {"image": "shadowclone-base:bookworm", "features": {"ghcr.io/x/features/go:1": {}}}
+    path = ".devcontainer/devcontainer.json"
+    world.github.commit(repo, "main", {path: json.dumps(remote)}, author="owner")
+    refused = setup_repository(config, world.paths, load_registry(), repo, engine="claude")
+    assert not refused.ok
+    [failed] = [check for check in refused.checks if not check.passed]
+    assert failed.detail.startswith(
+        f"{path}: features: ghcr.io/x/features/go:1: the Dev Containers CLI could not build it: "
+    ), failed.detail
+    assert "\n" not in failed.detail
 
 
 def test_a_repositorys_package_caches_outlive_its_clones(world: World) -> None:

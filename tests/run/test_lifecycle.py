@@ -31,7 +31,7 @@ def test_the_commands_run_in_order_in_the_workspace_before_the_engine(world: Wor
     gh = world.github
     gh.commit("owner/app", "main", {"deps.lock": "left-pad==1.3\n"}, author="owner")
     number = gh.create_issue("owner/app", author="owner", title="Use the dependencies")
-    with models(Shell("cat READY installed.txt"), Text("All there.")) as server:
+    with models(Shell("cat READY installed.txt; echo work > WORK.md"), Text("Done.")) as server:
         code, lines = world.run(world.folder(number, server, lifecycle=LIFECYCLE))
         first = server.model_requests()[0]
         second = server.model_requests()[1]
@@ -52,6 +52,14 @@ def test_the_commands_run_in_order_in_the_workspace_before_the_engine(world: Wor
     assert not first.contains("dev container")  # nothing to tell: all passed
     workspace = world.tmp / f"run-{number}" / "workspace"
     assert (workspace / "READY").read_text() == "ready\n"
+    # What the commands made is the environment's: the work's branch has the engine's only.
+    assert "made by the lifecycle commands, in no .gitignore): READY, installed.txt" in " ".join(
+        said
+    )
+    branch = "shadowclone/1-use-the-dependencies"
+    assert gh.read_file("owner/app", branch, "WORK.md") == "work\n"
+    assert gh.read_file("owner/app", branch, "READY") is None
+    assert gh.read_file("owner/app", branch, "installed.txt") is None
 
 
 def test_a_failing_command_ends_the_rest_and_the_engine_is_told(world: World) -> None:

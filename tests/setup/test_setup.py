@@ -294,8 +294,9 @@ def test_setup_keeps_the_environment_the_repository_declares(
     assert found == {k: v for k, v in DEVCONTAINER_FILES.items() if k.startswith(".devcontainer")}
     assert reading["configuration"]["postCreateCommand"] == "make deps"
     assert (
-        "ok   declaration           read .devcontainer/devcontainer.json; run in each clone's "
-        "workspace before the engine: postCreateCommand; not applied yet: features"
+        "ok   declaration           read .devcontainer/devcontainer.json; features: "
+        "ghcr.io/devcontainers/features/go:1; run in each clone's workspace before the engine: "
+        "postCreateCommand"
     ) in result.out
     only_reads(github)
     shown = sc_cli("env", "show", "you/app", "--json")
@@ -310,12 +311,13 @@ def test_setup_keeps_the_environment_the_repository_declares(
     assert described["lifecycle"] == [["postCreateCommand", "make deps"]]
     assert described["workspace_folder"] == "/workspaces/app"
     assert record.lifecycle.post_create == ("make deps",)
-    assert (described["ignored"], list(described["not_applied"])) == ([], ["features"])
+    assert (described["ignored"], described["not_applied"]) == ([], {})
+    assert described["features"] == ["ghcr.io/devcontainers/features/go:1"]
     human = sc_cli("env", "show", "you/app").out
     assert (
         "command     postCreateCommand: make deps (in the workspace)" in human
         and "workspace   /workspaces/app" in human
-        and "not applied features (ghcr.io/devcontainers/features/go:1: not installed" in human
+        and "feature     ghcr.io/devcontainers/features/go:1" in human
     )
     image_only = '{"image": "debian:bookworm"}'
     github.commit("you/app", "main", {".devcontainer/devcontainer.json": image_only}, author="you")
@@ -366,6 +368,16 @@ def test_a_broken_devcontainer_is_one_line_naming_the_file_and_the_key(
             "(.devcontainer/go/devcontainer.json, .devcontainer/py/devcontainer.json): choose "
             "one with `shadowclone setup OWNER/REPO --devcontainer PATH`",
         ),
+        (
+            {".devcontainer/devcontainer.json": '{"image": "debian", "features": {"./gone": {}}}'},
+            ".devcontainer/devcontainer.json: the local feature .devcontainer/gone is not a "
+            "folder of the repository",
+        ),
+        (
+            {".devcontainer/devcontainer.json": '{"image": "debian", "features": {"../../x": {}}}'},
+            ".devcontainer/devcontainer.json: features.../../x: expected a path inside the "
+            "repository",
+        ),
     ],
 )
 def test_a_devcontainer_that_cannot_work_is_refused_in_one_line(
@@ -377,6 +389,31 @@ def test_a_devcontainer_that_cannot_work_is_refused_in_one_line(
     result = sc_cli("setup", "you/app", "--no-build")
     assert result.code != 0 and line in result.out, result.out
     assert read_setup(sc_home, "you/app") is None
+
+
+def test_setup_keeps_a_local_feature_with_its_configuration(
+    sc_cli: Cli, sc_home: Paths, github: FakeGitHub, sc_devcontainer_cli: Path
+) -> None:
+    """A feature kept beside the configuration (`./NAME`) is copied with it, whole, as a
+    Dockerfile's context is: the image's build installs it."""
+    feature = {
+        ".devcontainer/devcontainer.json": '{"image": "debian", "features": {"./greet": {}}}',
+        ".devcontainer/greet/devcontainer-feature.json": '{"id": "greet", "version": "1.0.0"}',
+        ".devcontainer/greet/install.sh": "#!/bin/sh\necho hi > /etc/greet\n",
+        ".devcontainer/greet/lib/words.txt": "hi\n",
+        ".devcontainer/other/notes.md": "not kept\n",
+    }
+    token = github.add_user("you", name="You")
+    github.create_repo("you/app", files={"README.md": "x", **feature}, private=True)
+    secrets(sc_home, github_token=token)
+    result = sc_cli("setup", "you/app", "--no-build")
+    assert result.code == 0, result.out + result.err
+    assert "features: ./greet" in result.out
+    kept = environment_dir(sc_home, "you/app")
+    found = {str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()}
+    assert found == set(feature) - {".devcontainer/other/notes.md"} | {READING_PATH}
+    described = json.loads(sc_cli("env", "show", "you/app", "--json").out)
+    assert described["features"] == ["./greet"]
 
 
 def test_one_of_several_configurations_is_chosen_and_its_variables_read(

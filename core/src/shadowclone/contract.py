@@ -41,6 +41,9 @@ GITHUB_TOKEN_KEY = "github_token"
 
 CONTAINER_RUN_FOLDER = "/clone/run"
 """Where a container's launcher mounts the run folder (the run program's default)."""
+CONTAINER_WORKSPACE = CONTAINER_RUN_FOLDER + "/workspace"
+"""Where the workspace is in a container (`workspace` in the run folder): a dev container's
+`workspaceFolder` leads there."""
 CONTAINER_SECRETS_FILE = "/clone/secrets.toml"
 """Where a container's launcher mounts the secrets file (the run program's default)."""
 

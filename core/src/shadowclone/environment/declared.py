@@ -63,6 +63,8 @@ class Environment:
     (`.shadowclone/environment.toml`'s `setup`)."""
     lifecycle: Lifecycle = NO_LIFECYCLE
     """A dev container's lifecycle commands: they run in each clone's workspace."""
+    features: tuple[str, ...] = ()
+    """A dev container's features, installed on the base by the reference CLI's build."""
     env: Mapping[str, str] = attrs.field(factory=dict)
     user: str | None = None
     checks: tuple[str, ...] = ()
@@ -196,6 +198,7 @@ def from_reading(reading: Mapping[str, Any], source: str, found: Sequence[str] =
         context=context,
         build_args=build_args,
         lifecycle=lifecycle,
+        features=devcontainer.features_of(source, data),
         env=_table(source, "containerEnv", data.get("containerEnv") or {}, names=True),
         user=_string(source, "remoteUser", user) if user else None,
         found=devcontainer.ordered(found or (source,)),

@@ -146,6 +146,36 @@ def base_of(path: str, data: Mapping[str, Any]) -> tuple[str | None, str | None,
     raise _fail(path, "image", "image or build.dockerfile (Docker Compose is not supported)")
 
 
+MAX_FEATURES = 64
+"""At most this many features in one configuration."""
+
+
+def features_of(path: str, data: Mapping[str, Any]) -> tuple[str, ...]:
+    """The features a configuration installs, by their ids as written (an OCI reference, a
+    tarball's URL, or `./folder` beside the configuration)."""
+    features = data.get("features")
+    if features is None or features == {}:
+        return ()
+    if not isinstance(features, dict) or len(features) > MAX_FEATURES:
+        raise _fail(path, "features", f"an object of at most {MAX_FEATURES} features")
+    for feature, options in features.items():
+        if not feature.strip() or "\0" in feature:
+            raise _fail(path, "features", "non-empty feature ids")
+        if not isinstance(options, (dict, str, bool)):
+            raise _fail(path, f"features.{feature}", "an object of options, a version or true")
+    return tuple(features)
+
+
+def local_feature_folders(path: str, data: Mapping[str, Any]) -> tuple[str, ...]:
+    """The folders (paths in the repository) of the features kept beside the configuration:
+    setup copies them with it, as it copies a Dockerfile's context."""
+    return tuple(
+        _inside(path, f"features.{feature}", feature)
+        for feature in features_of(path, data)
+        if feature.startswith(("./", "../"))
+    )
+
+
 def parse_text(path: str, text: str) -> dict[str, Any]:
     """The JSON object of a configuration (comments and trailing commas allowed)."""
     try:
@@ -161,9 +191,10 @@ def parse_text(path: str, text: str) -> dict[str, Any]:
 def locate(path: str, text: str) -> tuple[str | None, str, str]:
     """The Dockerfile (None for an image) and build context a configuration names, as paths in
     the repository, and the key that names the Dockerfile: what the check clone copies besides
-    the configuration."""
+    the configuration (and its local features' folders: `local_feature_folders`)."""
     data = parse_text(path, text)
     _, dockerfile, context = base_of(path, data)
+    features_of(path, data)
     build = data.get("build")
     named = isinstance(build, dict) and "dockerfile" in build
     return dockerfile, context, "build.dockerfile" if named else "dockerFile"
@@ -172,14 +203,13 @@ def locate(path: str, text: str) -> tuple[str | None, str, str]:
 # What a clone does with each key of a configuration.
 APPLIED = frozenset(
     {"image", "build", "dockerFile", "context", "containerEnv", "workspaceFolder"}
+    | {"features", "overrideFeatureInstallOrder"}
     | {"onCreateCommand", "updateContentCommand", "postCreateCommand", "postStartCommand"}
 )
-"""Used to make the clone's image (the base, the build's arguments, the variables) or run in
-the clone's workspace before the engine starts (the lifecycle commands, in the workspace folder
-the configuration names)."""
+"""Used to make the clone's image (the base, its features, the build's arguments, the
+variables) or run in the clone's workspace before the engine starts (the lifecycle commands,
+in the workspace folder the configuration names)."""
 NOT_APPLIED = {
-    "features": "not installed yet",
-    "overrideFeatureInstallOrder": "features are not installed yet",
     "postAttachCommand": "not run: no tool attaches to a clone",
     "initializeCommand": "not run (it runs on the host)",
     "remoteEnv": "not set yet",
@@ -215,10 +245,7 @@ def not_applied(configuration: Mapping[str, Any]) -> dict[str, str]:
             else configuration.get(key)
         )
         if key in NOT_APPLIED and value not in ("", [], {}, None, False):
-            reason = NOT_APPLIED[key]
-            if key == "features" and isinstance(value, dict):
-                reason = f"{', '.join(value)}: {reason}"
-            found[key] = reason
+            found[key] = NOT_APPLIED[key]
         elif key.startswith("build.") and key not in NOT_APPLIED:
             found[key] = "not applied yet"
     return found
@@ -284,9 +311,18 @@ def checked_command(program: Path) -> tuple[str, ...]:
     return command
 
 
-def _clean_env(node: str) -> dict[str, str]:
+def clean_env(node: str) -> dict[str, str]:
     """The CLI's environment: nothing of the owner's (`${localEnv:X}` is read from it)."""
     return {"PATH": os.pathsep.join(dict.fromkeys([str(Path(node).parent), "/usr/bin", "/bin"]))}
+
+
+def cli_command() -> tuple[str, ...]:
+    """The pinned CLI, ready to run (node and its program): what builds an image with
+    features. BadInput saying how to install it when it is missing or another version."""
+    program = find_cli()
+    if program is None:
+        raise BadInput(_missing())
+    return checked_command(program)
 
 
 def _last_error(stderr: str) -> str:
@@ -345,7 +381,7 @@ def read_configuration(text: str, source: str, name: str) -> dict[str, Any]:
                 capture_output=True,
                 text=True,
                 timeout=READ_TIMEOUT_S,
-                env=_clean_env(command[0]),
+                env=clean_env(command[0]),
                 cwd=temporary,
             )
         except (OSError, subprocess.TimeoutExpired) as error:

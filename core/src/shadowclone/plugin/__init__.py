@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from shadowclone.environment.declared import Environment
     from shadowclone.environment.declared import declared as declared_environment
     from shadowclone.environment.declared import image_tag as environment_image_tag
+    from shadowclone.environment.devcontainer import clean_env as devcontainer_env
+    from shadowclone.environment.devcontainer import cli_command as devcontainer_cli
     from shadowclone.files import write_atomic
     from shadowclone.node.setups import files_in
     from shadowclone.plugin.engine_base import STOP_GRACE_S, ProcessSession, exit_words
@@ -104,6 +106,8 @@ _LAZY = {
     "environment_image_tag": "shadowclone.environment.declared:image_tag",
     "files_in": "shadowclone.node.setups",
     "default_paths": "shadowclone.config",
+    "devcontainer_cli": "shadowclone.environment.devcontainer:cli_command",
+    "devcontainer_env": "shadowclone.environment.devcontainer:clean_env",
     "write_atomic": "shadowclone.files",
     **dict.fromkeys(
         ("RepositorySetup", "launcher_settings", "repository_setup"), "shadowclone.plugin.owner"
@@ -183,6 +187,8 @@ __all__ = [
     "contract",
     "declared_environment",
     "default_paths",
+    "devcontainer_cli",
+    "devcontainer_env",
     "environment_image_tag",
     "exit_words",
     "files_in",

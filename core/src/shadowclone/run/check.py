@@ -80,39 +80,31 @@ def fetch_environment(
         dockerfile, context, key = devcontainer.locate(source, configurations[source])
     found = devcontainer.ordered(list(configurations))
     fetched = {source: text}
+    folders: list[str] = []
     if dockerfile is not None:
         data = client.contents(repo, dockerfile)
         if not isinstance(data, bytes):
             raise BadInput(f"{source}: {key}: {dockerfile} is not a file of the repository")
-        needed = {dockerfile}
-        folders, listed_folders = [context], 0
-        while folders:
-            listed_folders += 1
-            listed = client.contents(repo, folders.pop())
-            if isinstance(listed, bytes):
-                raise BadInput(f"{source}: the build context {context} is a file, not a folder")
-            for entry in listed or []:
-                if entry.kind == "dir":
-                    folders.append(entry.path)
-                elif entry.kind == "file":
-                    needed.add(entry.path)
-            if len(needed) + listed_folders > MAX_CONTEXT_FILES:
-                raise BadInput(
-                    f"{source}: the build context {context} holds over "
-                    f"{MAX_CONTEXT_FILES} files and folders"
-                )
-        total = len(data)
         fetched[dockerfile] = data
-        for path in sorted(needed - fetched.keys()):
-            data = client.contents(repo, path)
-            if not isinstance(data, bytes):
-                raise BadInput(f"{source}: {path} is not a file of the repository")
-            total += len(data)
-            if total > MAX_CONTEXT_BYTES:
-                raise BadInput(
-                    f"{source}: the build context holds over {MAX_CONTEXT_BYTES // 2**20} MiB"
-                )
-            fetched[path] = data
+        folders.append(context)
+    features: tuple[str, ...] = ()
+    if source != TOML_PATH:
+        parsed = devcontainer.parse_text(source, configurations[source])
+        features = devcontainer.local_feature_folders(source, parsed)
+    needed: set[str] = set()
+    _listed(client, repo, source, folders, "the build context", needed)
+    _listed(client, repo, source, list(features), "the local feature", needed)
+    total = sum(len(data) for data in fetched.values())
+    for path in sorted(needed - fetched.keys()):
+        data = client.contents(repo, path)
+        if not isinstance(data, bytes):
+            raise BadInput(f"{source}: {path} is not a file of the repository")
+        total += len(data)
+        if total > MAX_CONTEXT_BYTES:
+            raise BadInput(
+                f"{source}: the build context holds over {MAX_CONTEXT_BYTES // 2**20} MiB"
+            )
+        fetched[path] = data
     for path, data in fetched.items():
         target = (into / path).resolve()
         if not target.is_relative_to(into.resolve()):
@@ -120,6 +112,32 @@ def fetch_environment(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     return source, found
+
+
+def _listed(
+    client: GithubClient, repo: str, source: str, roots: list[str], what: str, needed: set[str]
+) -> None:
+    """Add to `needed` every file below the folders `roots` (a Dockerfile's build context, or
+    local features: `what`), within `MAX_CONTEXT_FILES` files and folders in all."""
+    listed_folders = 0
+    for root in roots:
+        folders = [root]
+        while folders:
+            listed_folders += 1
+            listed = client.contents(repo, folders.pop())
+            if isinstance(listed, bytes):
+                raise BadInput(f"{source}: {what} {root} is a file, not a folder")
+            if listed is None and what != "the build context":
+                raise BadInput(f"{source}: {what} {root} is not a folder of the repository")
+            for entry in listed or []:
+                if entry.kind == "dir":
+                    folders.append(entry.path)
+                elif entry.kind == "file":
+                    needed.add(entry.path)
+            if len(needed) + listed_folders > MAX_CONTEXT_FILES:
+                raise BadInput(
+                    f"{source}: {what} {root} holds over {MAX_CONTEXT_FILES} files and folders"
+                )
 
 
 def run_check(folder: RunFolder, request: Request, secrets: Secrets, registry: Registry) -> int:

@@ -15,9 +15,7 @@ import contextlib
 import os
 import signal
 import time
-from pathlib import Path
 
-from shadowclone import contract
 from shadowclone.node.schemas import Step
 from shadowclone.run.state import Basics, Known
 from shadowclone.run.targeting import Stopped
@@ -55,8 +53,13 @@ class LifecycleCommands:
                 "the owner's to trust",
             )
             return ()
-        if lifecycle.workspace_folder:
-            self._reach_workspace(lifecycle.workspace_folder)
+        try:
+            return await self._run_all(commands)
+        finally:
+            await asyncio.to_thread(self._leave_out_what_they_made)
+
+    async def _run_all(self, commands: list[tuple[str, str]]) -> tuple[str, ...]:
+        progress = self.basics.progress
         for index, (key, line) in enumerate(commands):
             progress.note(Step.WORKSPACE, f"{key}: $ {line}")
             started = time.monotonic()
@@ -77,24 +80,31 @@ class LifecycleCommands:
             )
         return ()
 
-    def _reach_workspace(self, folder: str) -> None:
-        """Make the configuration's workspace folder lead to the clone's workspace, so that
-        commands and tools that name it find the repository. Only in a container (where the
-        run folder is at its fixed path): never on the machine of a process launcher."""
-        basics = self.basics
-        if basics.folder.path != Path(contract.CONTAINER_RUN_FOLDER):
+    def _leave_out_what_they_made(self) -> None:
+        """What the commands made that no .gitignore covers (a dependency folder, a build's
+        output) is the environment's, not the work's: it is left out of the clone's commits
+        and of the engine's."""
+        workspace = self.known.workspace
+        assert workspace is not None
+        listed = workspace.git("ls-files", "--others", "--exclude-standard", "--directory", "-z")
+        made = [path for path in listed.split("\0") if path and "\n" not in path]
+        if not made:
             return
-        link = Path(folder)
-        if link == basics.workspace_path or link.exists() or link.is_symlink():
-            return
-        try:
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(basics.workspace_path, target_is_directory=True)
-        except OSError as error:
-            basics.progress.note(
-                Step.WORKSPACE,
-                f"the workspace folder {folder} could not lead to the workspace: {error}",
-            )
+        patterns = "".join(f"/{_escaped(path)}\n" for path in made)
+        for git_dir in (workspace.git_dir, workspace.engine_git_dir):
+            exclude = git_dir / "info" / "exclude"
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            with exclude.open("a", encoding="utf-8") as out:
+                out.write("# made by the environment's lifecycle commands\n" + patterns)
+            owner = git_dir.stat()
+            if exclude.stat().st_uid != owner.st_uid:  # the engine's own, for it to change
+                os.chown(exclude, owner.st_uid, owner.st_gid)
+        shown = ", ".join(made[:10]) + (f" and {len(made) - 10} more" if len(made) > 10 else "")
+        self.basics.progress.note(
+            Step.WORKSPACE,
+            f"left out of the clone's commits (made by the lifecycle commands, in no "
+            f".gitignore): {shown}",
+        )
 
     async def _run_one(self, key: str, line: str) -> int | None:
         """The command's exit code, None when it timed out; its output as progress lines."""
@@ -143,6 +153,11 @@ class LifecycleCommands:
                 more += 1
         if more:
             self.basics.progress.note(Step.WORKSPACE, f"{key}: {more} more line(s) not shown")
+
+
+def _escaped(path: str) -> str:
+    """`path` as a gitignore pattern that matches only itself."""
+    return "".join(f"\\{char}" if char in "\\*?[!# " else char for char in path)
 
 
 def _kill(process: asyncio.subprocess.Process) -> None:

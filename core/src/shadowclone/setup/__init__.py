@@ -385,6 +385,8 @@ def declaration_summary(environment: Environment) -> str:
     others = [path for path in environment.found if path != environment.source]
     if others:
         line += f" (also found: {', '.join(others)}; choose with --devcontainer)"
+    if environment.features:
+        line += f"; features: {', '.join(environment.features)}"
     keys = dict.fromkeys(key for key, _ in environment.lifecycle.commands())
     if keys:
         line += f"; run in each clone's workspace before the engine: {', '.join(keys)}"

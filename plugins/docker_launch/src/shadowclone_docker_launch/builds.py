@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from shadowclone.plugin import Refused
 
@@ -46,12 +46,18 @@ def image_id(image: str) -> str | None:
 
 
 def run_build(
-    argv: Sequence[str], what: str, say: Say | None, cancel: threading.Event | None = None
+    argv: Sequence[str],
+    what: str,
+    say: Say | None,
+    cancel: threading.Event | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> None:
-    """Run a docker build; its output goes to `say` line by line (None: to ours). A set
-    `cancel` ends it (docker then cancels the build)."""
+    """Run a docker build (or the Dev Containers CLI's); its output goes to `say` line by line
+    (None: to ours). A set `cancel` ends it (docker then cancels the build). `env`: the
+    program's whole environment (default: ours)."""
+    environment = {**(os.environ if env is None else env), "BUILDKIT_PROGRESS": "plain"}
     if say is None:
-        done = subprocess.run(list(argv), check=False)
+        done = subprocess.run(list(argv), check=False, env=environment)
         if done.returncode != 0:
             raise BuildError(f"docker could not build {what} (exit {done.returncode})")
         return
@@ -63,7 +69,7 @@ def run_build(
         stderr=subprocess.STDOUT,
         text=True,
         errors="replace",
-        env={**os.environ, "BUILDKIT_PROGRESS": "plain"},
+        env=environment,
     )
     ender = None
     if cancel is not None:

@@ -154,6 +154,7 @@ def describe(repo_text: str) -> dict[str, Any]:
         context=environment.context if environment.dockerfile else None,
         build_args=dict(environment.build_args),
         setup=list(environment.setup),
+        features=list(environment.features),
         lifecycle=[[key, line] for key, line in environment.lifecycle.commands()],
         workspace_folder=environment.lifecycle.workspace_folder,
         env=dict(environment.env),
@@ -198,6 +199,7 @@ def show(repo: str, as_json: bool) -> None:
         rows.append(f"base        {shown['dockerfile']} (context {shown['context']})")
     for name, value in shown["build_args"].items():
         rows.append(f"build arg   {name}={value}")
+    rows += [f"feature     {feature}" for feature in shown["features"]]
     rows += [f"setup       {command}" for command in shown["setup"]]
     rows += [f"command     {key}: {line} (in the workspace)" for key, line in shown["lifecycle"]]
     if shown["workspace_folder"]:

@@ -9,23 +9,31 @@ is built once per change of its inputs and found again by its tag.
 from __future__ import annotations
 
 import json
+import os
+import posixpath
 import re
+import shlex
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
+from filelock import FileLock
 from shadowclone.plugin import (
+    BadInput,
     Environment,
     EnvironmentRecipe,
     Refused,
+    contract,
     declared_environment,
+    devcontainer_cli,
+    devcontainer_env,
     environment_image_tag,
     files_in,
 )
 
-from shadowclone_docker_launch.builds import Say, docker_cli, image_id, run_build
+from shadowclone_docker_launch.builds import BuildError, Say, docker_cli, image_id, run_build
 
 
 @attrs.frozen
@@ -48,10 +56,17 @@ class ImagePlan:
 
 def final_dockerfile(base: str, environment: Environment) -> str:
     """The last layer: the environment's variables, then its setup commands, as root with
-    the network on; nothing of the owner's secrets is there to read."""
+    the network on (nothing of the owner's secrets is there to read), and the configuration's
+    workspace folder leading to the clone's workspace."""
     lines = [f"FROM {base}", "USER root"]
     lines += [f"ENV {name}={_quoted(value)}" for name, value in environment.env.items()]
     lines += [f"RUN {json.dumps(['/bin/sh', '-c', command])}" for command in environment.setup]
+    folder = environment.lifecycle.workspace_folder
+    if folder and folder != contract.CONTAINER_WORKSPACE:
+        # As a dev container mounts the workspace there, over what the image has.
+        link = shlex.join(["ln", "-s", contract.CONTAINER_WORKSPACE, folder])
+        parent = shlex.quote(posixpath.dirname(folder))
+        lines.append(f"RUN mkdir -p {parent} && rm -rf {shlex.quote(folder)} && {link}")
     lines.append(f"LABEL io.shadowclone.environment={json.dumps(environment.source)}")
     return "\n".join(lines) + "\n"
 
@@ -90,7 +105,10 @@ def ensure_image(
     name, _, digest = tag.partition(":")
     net = ["--network", network] if network else []
     base = environment.image
-    if environment.dockerfile is not None:
+    if environment.features:
+        base = f"{name}:{digest}-base"
+        build_with_features(plan, base, docker, say, cancel)
+    elif environment.dockerfile is not None:
         base = f"{name}:{digest}-base"
         args = [f"--build-arg={key}={value}" for key, value in environment.build_args.items()]
         dockerfile = plan.folder / environment.dockerfile
@@ -113,6 +131,65 @@ def ensure_image(
             cancel,
         )
     return tag, True
+
+
+FEATURES_LOCK = Path(tempfile.gettempdir()) / "shadowclone-devcontainer-build.lock"
+"""Held across a build by the Dev Containers CLI: it tags one fixed temporary image, so two
+builds at once on one Docker daemon would take each other's."""
+
+
+def build_with_features(
+    plan: ImagePlan, tag: str, docker: str, say: Say | None, cancel: threading.Event | None
+) -> None:
+    """The declared base with its features installed, built by the pinned Dev Containers CLI
+    (`devcontainer build`) as the specification says, from the files setup kept. A feature
+    that cannot be fetched or installed is refused in one line naming it."""
+    environment = plan.environment
+    try:
+        cli = devcontainer_cli()
+    except BadInput as error:
+        raise Refused(f"features: {error}") from None
+    argv = [*cli, "build", "--workspace-folder", str(plan.folder)]
+    argv += ["--config", str(plan.folder / environment.source), "--image-name", tag]
+    argv += ["--no-lockfile", "--docker-path", docker, "--log-format", "text"]
+    env = devcontainer_env(cli[0])
+    for name in ("DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY"):
+        if name in os.environ:  # where the daemon is, never anything of the owner's else
+            env[name] = os.environ[name]
+    lines: list[str] = []
+
+    def heard(line: str) -> None:
+        lines.append(line)
+        if say is not None:
+            say(line)
+
+    what = f"the base of {plan.repo}'s environment with its features"
+    try:
+        with FileLock(FEATURES_LOCK):
+            run_build(argv, what, heard, cancel, env=env)
+    except BuildError as error:
+        said = _cli_error(lines)
+        if said is None:
+            raise
+        feature = None  # the one it was at: the last named before the error
+        for line in lines:
+            feature = next((f for f in environment.features if f in line), feature)
+        key = f"features: {feature}" if feature else "features"
+        raise BuildError(f"{key}: the Dev Containers CLI could not build it: {said}") from error
+
+
+def _cli_error(lines: list[str]) -> str | None:
+    """The message of the CLI's outcome line (`{"outcome": "error", ...}`), if it printed one."""
+    for line in reversed(lines):
+        if line.startswith("{"):
+            try:
+                outcome = json.loads(line)
+            except ValueError:
+                continue
+            message = outcome.get("message") if isinstance(outcome, dict) else None
+            if isinstance(message, str) and message.strip():
+                return message.strip().splitlines()[0][:300]
+    return None
 
 
 def plan_for(recipe: EnvironmentRecipe, clone_image: str) -> ImagePlan:
