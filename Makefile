@@ -5,7 +5,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 STAMP := $(VENV)/.synced
 
-.PHONY: demo test lint typecheck unit engines github-openapi devcontainer-cli docker browser bench clean
+.PHONY: demo test lint typecheck unit engines github-openapi devcontainer-cli registry docker browser bench clean
 
 $(STAMP): pyproject.toml uv.lock core/pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check uv
@@ -34,6 +34,13 @@ devcontainer-cli:
 	elif [ "$$CI" = true ]; then echo "make: CI=true needs the Dev Containers CLI" >&2; exit 1; \
 	else echo "make: no Dev Containers CLI here: the tests that read devcontainer.json will skip" >&2; fi
 
+# A Docker registry (tools/registry) the Docker tests publish features to on loopback; under
+# CI=true a failure stops `make test`, elsewhere those tests skip, saying why.
+registry:
+	@if scripts/install-registry; then :; \
+	elif [ "$$CI" = true ]; then echo "make: CI=true needs the Docker registry" >&2; exit 1; \
+	else echo "make: no Docker registry here: the tests that publish to one will skip" >&2; fi
+
 # A Docker engine and the clone image for the Docker tests (docker.io, dockerd, a debootstrap
 # base, then image/Dockerfile). Under CI=true a failure stops `make test`; elsewhere (no root,
 # no Docker) the Docker tests then skip, each saying why.
@@ -61,7 +68,7 @@ unit: $(STAMP)
 	scripts/open-python-path $(VENV)/bin/python
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-test: $(STAMP) engines github-openapi devcontainer-cli docker browser lint typecheck unit
+test: $(STAMP) engines github-openapi devcontainer-cli registry docker browser lint typecheck unit
 
 # Every benchmark in full (each prints its ratios against a floor measured in the same run);
 # `make test` runs each in its quick mode only (tests/bench).

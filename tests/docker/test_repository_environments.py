@@ -21,6 +21,7 @@ from shadowclone_docker_launch.commands import build_environment, describe
 from shadowclone_testing.containers import SETTINGS, World, script, wait_for
 from shadowclone_testing.fakes.models import Shell, Text
 from shadowclone_testing.harness import set_up
+from shadowclone_testing.registry import LocalRegistry, publish_features
 from shadowclone_testing.serving import serving
 
 ENVIRONMENT_FILES = {
@@ -180,14 +181,37 @@ FEATURE_FILES = {
 
 
 @pytest.mark.timeout(1800)
-def test_a_local_feature_is_installed_in_the_environment(world: World) -> None:
-    """A feature kept beside the configuration, with an option: setup copies it, the Dev
-    Containers CLI installs it on the base (its option given), and the clone's lifecycle
-    command and engine find what it installed. A feature from a registry that cannot be
-    reached fails setup in one line naming it."""
+def test_features_local_and_from_a_registry_are_installed_in_the_environment(
+    world: World, sc_registry: LocalRegistry, sc_devcontainer_cli: Path, tmp_path: Path
+) -> None:
+    """A feature kept beside the configuration and one published to a registry, each with an
+    option: setup copies the local one, the Dev Containers CLI fetches the other and installs
+    both on the base (their options given), and the clone's lifecycle command and engine find
+    what they installed. A feature from a registry that cannot be reached fails setup in one
+    line naming it."""
     world.use("claude")
     repo = own_repository(world)
-    world.github.commit(repo, "main", FEATURE_FILES, author="owner")
+    hello = tmp_path / "features" / "src" / "hello"
+    hello.mkdir(parents=True)
+    (hello / "devcontainer-feature.json").write_text(
+        json.dumps(
+            {
+                "id": "hello",
+                "version": "1.0.0",
+                "name": "Hello",
+                "options": {"to": {"type": "string"}},
+            }
+        )
+    )
+    (hello / "install.sh").write_text('#!/bin/sh\nset -e\necho "hello $TO" > /etc/hello\n')
+    [reference] = publish_features(
+        sc_devcontainer_cli, sc_registry.address, "team/features", tmp_path / "features"
+    )
+    files = dict(FEATURE_FILES)
+    configuration = json.loads(files[".devcontainer/devcontainer.json"])
+    configuration["features"][reference] = {"to": "registry"}
+    files[".devcontainer/devcontainer.json"] = json.dumps(configuration)
+    world.github.commit(repo, "main", files, author="owner")
     authorities = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
     set_value(world.paths, "environment.ca_certs", json.dumps([str(a) for a in authorities]))
     config, _ = load_config(world.paths)
@@ -196,15 +220,14 @@ def test_a_local_feature_is_installed_in_the_environment(world: World) -> None:
     tag = describe(repo)["tag"]
     try:
         number = issue(world, repo, "Greet")
-        script(world.model, Shell("cat /etc/greet-word greeted.txt"), Text("Greeted."))
+        probe = "cat /etc/greet-word greeted.txt /etc/hello"
+        script(world.model, Shell(probe), Text("Greeted."))
         with serving(world.node, SETTINGS):
             clone_id = world.node.start(f"{repo}#{number}").id
             record = world.ended(clone_id)
         assert (record.outcome, record.image) == (Outcome.DONE, tag), world.steps(clone_id)
-        [shown] = [r for r in world.model.model_requests() if r.contains("cat /etc/greet-word")][
-            -1:
-        ]
-        assert shown.contains("hola\nhola"), world.steps(clone_id)
+        shown = [r for r in world.model.model_requests() if r.contains("hello registry")]
+        assert shown and shown[0].contains("hola\nhola"), world.steps(clone_id)
     finally:
         with contextlib.suppress(docker.errors.ImageNotFound):
             world.client.images.remove(tag, force=True)

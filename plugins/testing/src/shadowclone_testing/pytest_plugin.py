@@ -12,7 +12,8 @@ Every fixture it offers carries the prefix `sc_`, so none shadows or takes a pro
   acme/app);
 - `sc_owner`: the owner of you/app on a fake GitHub, for whole clones through the CLI;
 - `sc_engines_on_path`: the engine CLIs a test class names in `engine_binaries`, first on PATH;
-- `sc_devcontainer_cli`: the pinned Dev Containers CLI.
+- `sc_devcontainer_cli`: the pinned Dev Containers CLI;
+- `sc_registry`: a Docker registry of the test's own on loopback (`registry.LocalRegistry`).
 
 It also makes pytest's own `tmp_path` (and the folders above it) reachable by the fake
 launcher's engine user when run as root.
@@ -44,6 +45,9 @@ from shadowclone_testing.harness import (
     skip_or_fail,
 )
 from shadowclone_testing.owner import Owner, an_owner
+from shadowclone_testing.registry import PROGRAM_VARIABLE as REGISTRY_BIN
+from shadowclone_testing.registry import LocalRegistry
+from shadowclone_testing.registry import find_program as find_registry
 from shadowclone_testing.serving import Scripts, remove_all
 
 
@@ -119,6 +123,16 @@ def sc_devcontainer_cli() -> Path:
         )
     assert program is not None
     return program
+
+
+@pytest.fixture
+def sc_registry(tmp_path: Path) -> Iterator[LocalRegistry]:
+    """A registry of this test's own on 127.0.0.1 (`localhost:PORT`); skipped with what to
+    run when there is no registry program, except under CI=true, where it fails."""
+    if find_registry() is None:
+        skip_or_fail(f"no docker-registry: run scripts/install-registry or set {REGISTRY_BIN}")
+    with LocalRegistry(tmp_path / "registry") as registry:
+        yield registry
 
 
 @pytest.fixture
