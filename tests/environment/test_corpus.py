@@ -105,6 +105,8 @@ def check_values(
     assert list(lifecycle.post_create) == commands(configuration.get("postCreateCommand"))
     assert list(lifecycle.post_start) == commands(configuration.get("postStartCommand"))
     assert lifecycle.workspace_folder == workspace_folder
+    remote = configuration.get("remoteEnv") or {}
+    assert lifecycle.remote_env == {name: v for name, v in remote.items() if v is not None}
     assert environment.env == (configuration.get("containerEnv") or {})
     user = configuration.get("remoteUser") or configuration.get("containerUser")
     assert environment.user == user

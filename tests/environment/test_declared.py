@@ -100,6 +100,43 @@ def test_what_cannot_work_is_refused_naming_the_key(text: str, where: str) -> No
         parse_devcontainer(text)
 
 
+def test_remote_env_is_read_with_null_as_unset_and_container_variables_read_in_the_clone() -> None:
+    text = '{"image": "debian", "remoteEnv": {"PATH": "/w/bin:${containerEnv:PATH}", "X": null,'
+    text += ' "Y": "${containerEnv:NOPE:fallback}-${containerEnv:MISSING}"}}'
+    lifecycle = parse_devcontainer(text).lifecycle
+    assert lifecycle.remote_env == {
+        "PATH": "/w/bin:${containerEnv:PATH}",
+        "Y": "${containerEnv:NOPE:fallback}-${containerEnv:MISSING}",
+    }
+    assert lifecycle.environment({"PATH": "/usr/bin"}) == {
+        "PATH": "/w/bin:/usr/bin",
+        "Y": "fallback-",
+    }
+
+
+@given(st.dictionaries(st.from_regex(r"[A-Z_]{1,8}", fullmatch=True), st.text(max_size=20)))
+def test_container_variables_are_read_whatever_the_clone_has(inherited: dict[str, str]) -> None:
+    names = sorted(inherited)
+    remote = {f"V{i}": f"<${{containerEnv:{name}}}>" for i, name in enumerate(names)}
+    lifecycle = Lifecycle(remote_env=remote)
+    assert lifecycle.environment(inherited) == {
+        f"V{i}": f"<{inherited[name]}>" for i, name in enumerate(names)
+    }
+
+
+@pytest.mark.parametrize(
+    ("env", "where"),
+    [
+        ('{"SHADOWCLONE_RUN_FOLDER": "/x"}', "remoteEnv.SHADOWCLONE_RUN_FOLDER: expected a name"),
+        ('{"1X": "y"}', "remoteEnv.1X: expected a variable name"),
+        ('{"X": 3}', "remoteEnv.X: expected a string"),
+    ],
+)
+def test_a_remote_env_that_cannot_be_set_is_refused(env: str, where: str) -> None:
+    with pytest.raises(BadInput, match=re.escape(f"{DEVCONTAINER_PATH}: {where}")):
+        parse_devcontainer(f'{{"image": "debian", "remoteEnv": {env}}}')
+
+
 @pytest.mark.parametrize("folder", ["src", "/", "/usr/src/app", "/work/../etc"])
 def test_a_workspace_folder_outside_the_clone_s_own_is_refused(folder: str) -> None:
     reading = {"configuration": {"image": "debian"}, "workspaceFolder": folder}

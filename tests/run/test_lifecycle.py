@@ -10,6 +10,7 @@ import threading
 import time
 
 import psutil
+import pytest
 from shadowclone.node.schemas import Lifecycle, ProgressKind, ProgressLine, Step, StopMarker
 from shadowclone.plugin.types import Outcome
 from shadowclone_testing.clone_world import World, models
@@ -127,3 +128,21 @@ def test_a_stop_ends_a_running_command_and_what_it_started(world: World) -> None
         if p.info["cmdline"] in (["sleep", "300"], ["sleep", "301"])
     ]
     assert sleeping == []
+
+
+def test_remote_env_reaches_the_commands_and_the_engine_never_over_its_own(world: World) -> None:
+    gh = world.github
+    number = gh.create_issue("owner/app", author="owner", title="Greet")
+    lifecycle = Lifecycle(
+        post_create=('echo "cmd=$GREETING home=$HOME"',),
+        remote_env={"GREETING": "hi-${containerEnv:MARK_IN_CLONE}", "HOME": "/nowhere"},
+    )
+    with models(Shell('echo "engine=$GREETING home=$HOME"'), Text("Greeted.")) as server:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("MARK_IN_CLONE", "0c7a")
+            code, lines = world.run(world.folder(number, server, lifecycle=lifecycle))
+        [shell] = [r for r in server.model_requests() if r.contains("engine=")][-1:]
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), texts(lines)
+    [said] = [text for text in texts(lines) if text.startswith("postCreateCommand: cmd=")]
+    assert said.startswith("postCreateCommand: cmd=hi-0c7a home=") and "/nowhere" not in said
+    assert shell.contains("engine=hi-0c7a") and not shell.contains("home=/nowhere")

@@ -151,6 +151,18 @@ def _container_path(path: str, key: str, value: object) -> str:
     return found
 
 
+def _remote_env(path: str, value: object) -> dict[str, str]:
+    """`remoteEnv`: variables by name; null (the specification's "unset") is left out, and
+    shadowclone's own names are refused."""
+    if isinstance(value, dict):
+        value = {name: item for name, item in value.items() if item is not None}
+    table = _table(path, "remoteEnv", value, names=True)
+    for name in table:
+        if name.upper().startswith("SHADOWCLONE_"):
+            raise _fail(path, f"remoteEnv.{name}", "a name that is not shadowclone's own")
+    return table
+
+
 def _commands(path: str, key: str, value: object) -> tuple[str, ...]:
     """A lifecycle command of devcontainer.json: a shell line, an argv list, or named commands
     (each either), run one after another here."""
@@ -189,6 +201,7 @@ def from_reading(reading: Mapping[str, Any], source: str, found: Sequence[str] =
         post_create=post_create,
         post_start=post_start,
         workspace_folder=_container_path(source, "workspaceFolder", folder) if folder else None,
+        remote_env=_remote_env(source, data.get("remoteEnv") or {}),
     )
     user = data.get("remoteUser") or data.get("containerUser")
     return Environment(

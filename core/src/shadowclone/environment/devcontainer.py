@@ -203,7 +203,7 @@ def locate(path: str, text: str) -> tuple[str | None, str, str]:
 # What a clone does with each key of a configuration.
 APPLIED = frozenset(
     {"image", "build", "dockerFile", "context", "containerEnv", "workspaceFolder"}
-    | {"features", "overrideFeatureInstallOrder"}
+    | {"features", "overrideFeatureInstallOrder", "remoteEnv"}
     | {"onCreateCommand", "updateContentCommand", "postCreateCommand", "postStartCommand"}
 )
 """Used to make the clone's image (the base, its features, the build's arguments, the
@@ -212,7 +212,6 @@ in the workspace folder the configuration names)."""
 NOT_APPLIED = {
     "postAttachCommand": "not run: no tool attaches to a clone",
     "initializeCommand": "not run (it runs on the host)",
-    "remoteEnv": "not set yet",
     "remoteUser": "the engine always runs as the clone's own user",
     "containerUser": "the engine always runs as the clone's own user",
     "workspaceMount": "the clone mounts nothing of the host",

@@ -10,6 +10,7 @@ import enum
 import json
 import math
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -234,6 +235,9 @@ LIFECYCLE_KEYS = (
 them when a container is created."""
 
 
+_CONTAINER_ENV = re.compile(r"\$\{containerEnv:([^}:]+)(?::([^}]*))?\}")
+
+
 @attrs.frozen
 class Lifecycle:
     """The lifecycle commands of a repository's dev container configuration (each a shell
@@ -246,6 +250,18 @@ class Lifecycle:
     workspace_folder: str | None = None
     """Where the configuration puts the workspace in the container (`workspaceFolder`, or the
     specification's default): a clone's workspace is reachable there too."""
+    remote_env: Mapping[str, str] = attrs.field(factory=dict)
+    """`remoteEnv`: variables for the lifecycle commands and the engine (never over one the run
+    program sets for the engine); `${containerEnv:NAME}` in a value is read in the clone."""
+
+    def environment(self, inherited: Mapping[str, str]) -> dict[str, str]:
+        """`remote_env` with `${containerEnv:NAME}` (and `${containerEnv:NAME:DEFAULT}`) read
+        from `inherited`, the clone's own environment."""
+
+        def value(found: re.Match[str]) -> str:
+            return inherited.get(found.group(1), found.group(2) or "")
+
+        return {name: _CONTAINER_ENV.sub(value, text) for name, text in self.remote_env.items()}
 
     def commands(self) -> list[tuple[str, str]]:
         """(key, shell line) in the order they run."""

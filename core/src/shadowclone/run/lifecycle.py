@@ -110,7 +110,9 @@ class LifecycleCommands:
         """The command's exit code, None when it timed out; its output as progress lines."""
         basics = self.basics
         identity = basics.identity
-        env = identity.environment(os.environ, basics.engine_area / "home")
+        base = identity.environment(os.environ, basics.engine_area / "home")
+        remote = basics.request.lifecycle.environment(base)  # never the engine's home
+        env = {**base, **remote, "HOME": base["HOME"], "TMPDIR": base["TMPDIR"]}
         process = await asyncio.create_subprocess_exec(
             *identity.wrap(["/bin/sh", "-c", line]),
             cwd=basics.workspace_path,

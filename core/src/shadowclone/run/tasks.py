@@ -9,6 +9,7 @@ the ask server's address.
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +76,9 @@ class Tasks:
             self.identity.share(state_dir)
             self.state_dirs.append(state_dir)
         env = await self.access.login_env(engine, login, state_dir)
+        # The environment's remoteEnv, under every variable the login sets.
+        for name, value in self.request.lifecycle.environment(os.environ).items():
+            env.setdefault(name, value)
         # A home of its own, isolated or not: nothing of the run program's user's shell setup
         # (a login shell's init, its locks and caches) is the engine's to run or to hold.
         env.update({"HOME": str(self.engine_area / "home"), "TMPDIR": str(state_dir)})

@@ -157,6 +157,7 @@ def describe(repo_text: str) -> dict[str, Any]:
         features=list(environment.features),
         lifecycle=[[key, line] for key, line in environment.lifecycle.commands()],
         workspace_folder=environment.lifecycle.workspace_folder,
+        remote_env=dict(environment.lifecycle.remote_env),
         env=dict(environment.env),
         user=environment.user,
         checks=list(environment.checks),
@@ -205,6 +206,10 @@ def show(repo: str, as_json: bool) -> None:
     if shown["workspace_folder"]:
         rows.append(f"workspace   {shown['workspace_folder']} (reaches the clone's workspace)")
     rows += [f"variable    {name}={value}" for name, value in shown["env"].items()]
+    rows += [
+        f"variable    {name}={value} (remoteEnv: for the engine and the lifecycle commands)"
+        for name, value in shown["remote_env"].items()
+    ]
     if shown["user"]:
         rows.append(
             f"user        {shown['user']} (not applied: the engine always runs as the clone's "
