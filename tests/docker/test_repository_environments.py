@@ -243,6 +243,18 @@ def test_features_local_and_from_a_registry_are_installed_in_the_environment(
     assert "\n" not in failed.detail
 
 
+def test_a_base_image_that_cannot_be_pulled_fails_setup_in_one_line(world: World) -> None:
+    world.use("claude")
+    repo = own_repository(world)
+    path = ".devcontainer/devcontainer.json"
+    world.github.commit(repo, "main", {path: '{"image": "localhost:1/none:1"}'}, author="owner")
+    config, _ = load_config(world.paths)
+    refused = setup_repository(config, world.paths, load_registry(), repo, engine="claude")
+    [failed] = [check for check in refused.checks if not check.passed]
+    assert failed.detail.startswith(f"{path}: image: localhost:1/none:1 cannot be pulled: ")
+    assert "connection refused" in failed.detail and "\n" not in failed.detail
+
+
 def test_a_repositorys_package_caches_outlive_its_clones(world: World) -> None:
     """What one clone's engine leaves in its package cache (npm's, as the image points it), the
     next clone of the repository finds; the cache is the engine's to write."""

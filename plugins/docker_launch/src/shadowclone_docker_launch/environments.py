@@ -105,6 +105,8 @@ def ensure_image(
     name, _, digest = tag.partition(":")
     net = ["--network", network] if network else []
     base = environment.image
+    if base is not None:
+        pull(docker, base, cancel)
     if environment.features:
         base = f"{name}:{digest}-base"
         build_with_features(plan, base, docker, say, cancel)
@@ -131,6 +133,21 @@ def ensure_image(
             cancel,
         )
     return tag, True
+
+
+def pull(docker: str, image: str, cancel: threading.Event | None) -> None:
+    """Have `image` here, pulled if it is not: a base that cannot be pulled is refused in one
+    line naming it and the key, before any build."""
+    if image_id(image) is not None:
+        return
+    lines: list[str] = []
+    try:
+        run_build([docker, "pull", image], f"the image {image}", lines.append, cancel)
+    except BuildError:
+        if cancel is not None and cancel.is_set():
+            raise
+        said = lines[-1].strip() if lines else "no message"
+        raise BuildError(f"image: {image} cannot be pulled: {said[:300]}") from None
 
 
 FEATURES_LOCK = Path(tempfile.gettempdir()) / "shadowclone-devcontainer-build.lock"
