@@ -23,7 +23,7 @@ from shadowclone.environment.declared import (
 )
 from shadowclone.environment.devcontainer import READING_PATH, parse_text
 from shadowclone.errors import BadInput
-from shadowclone.node.schemas import Lifecycle
+from shadowclone.node.lifecycle import Lifecycle
 
 
 def parse_devcontainer(text: str, path: str = DEVCONTAINER_PATH) -> Environment:

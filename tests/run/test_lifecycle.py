@@ -11,7 +11,8 @@ import time
 
 import psutil
 import pytest
-from shadowclone.node.schemas import Lifecycle, ProgressKind, ProgressLine, Step, StopMarker
+from shadowclone.node.lifecycle import Lifecycle
+from shadowclone.node.schemas import ProgressKind, ProgressLine, Step, StopMarker
 from shadowclone.plugin.types import Outcome
 from shadowclone_testing.clone_world import World, models
 from shadowclone_testing.fakes.models import Shell, Text

@@ -26,7 +26,7 @@ import attrs
 
 from shadowclone.environment import devcontainer
 from shadowclone.errors import BadInput
-from shadowclone.node.schemas import LIFECYCLE_KEYS, NO_LIFECYCLE, Lifecycle
+from shadowclone.node.lifecycle import LIFECYCLE_KEYS, NO_LIFECYCLE, Lifecycle
 
 TOML_PATH = ".shadowclone/environment.toml"
 DEVCONTAINER_PATH = devcontainer.DEFAULT_CONFIG

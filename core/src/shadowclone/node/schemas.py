@@ -10,7 +10,6 @@ import enum
 import json
 import math
 import re
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +21,7 @@ from cattrs.errors import BaseValidationError
 from shadowclone.config.schema import LONG_WAIT_S
 from shadowclone.errors import MalformedFile
 from shadowclone.files import MAX_DOCUMENT_BYTES, read_bounded, relative_parts, write_atomic
+from shadowclone.node.lifecycle import NO_LIFECYCLE, Lifecycle
 from shadowclone.node.target import Target
 
 SCHEMA_VERSION = 1
@@ -223,54 +223,6 @@ class RunMode(enum.StrEnum):
     CHECK = "check"
     """`setup`'s check clone: read the secrets and ask GitHub about the repository, nothing
     more."""
-
-
-LIFECYCLE_KEYS = (
-    "onCreateCommand",
-    "updateContentCommand",
-    "postCreateCommand",
-    "postStartCommand",
-)
-"""A dev container's lifecycle commands a clone runs, in the order the specification runs
-them when a container is created."""
-
-
-_CONTAINER_ENV = re.compile(r"\$\{containerEnv:([^}:]+)(?::([^}]*))?\}")
-
-
-@attrs.frozen
-class Lifecycle:
-    """The lifecycle commands of a repository's dev container configuration (each a shell
-    line), which a clone runs in its workspace once its branch is there, before the engine."""
-
-    on_create: tuple[str, ...] = ()
-    update_content: tuple[str, ...] = ()
-    post_create: tuple[str, ...] = ()
-    post_start: tuple[str, ...] = ()
-    workspace_folder: str | None = None
-    """Where the configuration puts the workspace in the container (`workspaceFolder`, or the
-    specification's default): a clone's workspace is reachable there too."""
-    remote_env: Mapping[str, str] = attrs.field(factory=dict)
-    """`remoteEnv`: variables for the lifecycle commands and the engine (never over one the run
-    program sets for the engine); `${containerEnv:NAME}` in a value is read in the clone."""
-
-    def environment(self, inherited: Mapping[str, str]) -> dict[str, str]:
-        """`remote_env` with `${containerEnv:NAME}` (and `${containerEnv:NAME:DEFAULT}`) read
-        from `inherited`, the clone's own environment."""
-
-        def value(found: re.Match[str]) -> str:
-            return inherited.get(found.group(1), found.group(2) or "")
-
-        return {name: _CONTAINER_ENV.sub(value, text) for name, text in self.remote_env.items()}
-
-    def commands(self) -> list[tuple[str, str]]:
-        """(key, shell line) in the order they run."""
-        groups = (self.on_create, self.update_content, self.post_create, self.post_start)
-        pairs = zip(LIFECYCLE_KEYS, groups, strict=True)
-        return [(key, line) for key, lines in pairs for line in lines]
-
-
-NO_LIFECYCLE = Lifecycle()
 
 
 @attrs.frozen
