@@ -1,11 +1,17 @@
 """HTTP/1.1 over asyncio streams with h11, as the model proxy and the ask server both serve it:
-sending at once, the next event of a connection, and a polite close."""
+sending at once, the next event of a connection, and a polite close; and a `Retry-After`
+read as RFC 9110 says (seconds, or an HTTP date), for every client of ours."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.utils
+import math
 import socket
+import time
+from collections.abc import Callable
+from datetime import UTC
 
 import h11
 
@@ -42,3 +48,22 @@ async def linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
         async with asyncio.timeout(LINGER_S):
             while await reader.read(READ_SIZE):
                 pass
+
+
+def retry_after_s(value: str, clock: Callable[[], float] = time.time) -> float | None:
+    """The seconds a `Retry-After` value asks to wait (delay-seconds, or an HTTP date against
+    `clock`, a past date being 0); None when it is neither, or asks more than anyone would."""
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = when.timestamp() - clock()
+    if math.isnan(seconds) or seconds > 1e7:  # no time a clone would wait
+        return None
+    return max(0.0, seconds)

@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
+from shadowclone.httpio import retry_after_s
+
 RETRIED_STATUSES = frozenset({429, 503, 529})
 BASE_S = 1.0
 CAP_S = 30.0
@@ -37,15 +39,15 @@ class Backoff:
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds the provider asks to wait (`retry-after-ms`, or `retry-after` in seconds)."""
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
+    """Seconds the provider asks to wait: `retry-after-ms`, or `retry-after` in seconds or as
+    an HTTP date."""
+    value = headers.get("retry-after-ms")
+    if value is not None:
         try:
-            seconds = float(value.strip()) / scale
+            milliseconds = float(value.strip())
         except ValueError:
-            continue  # an HTTP date: the exponential wait serves
-        if 0 <= seconds < 1e6:
-            return seconds
-    return None
+            milliseconds = -1.0
+        if 0 <= milliseconds < 1e9:
+            return milliseconds / 1000
+    value = headers.get("retry-after")
+    return None if value is None else retry_after_s(value)

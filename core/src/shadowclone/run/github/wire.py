@@ -8,7 +8,6 @@ exception: every failure becomes one `shadowclone.errors` line the owner can act
 
 from __future__ import annotations
 
-import email.utils
 import json
 import math
 import threading
@@ -24,6 +23,7 @@ import gidgethub.sansio
 import httpx2
 
 from shadowclone.errors import BadInput, Refused, ShadowcloneError
+from shadowclone.httpio import retry_after_s
 
 
 @attrs.frozen
@@ -383,7 +383,7 @@ def rate_limit_wait(
     secondary = isinstance(message, str) and "secondary rate limit" in message.lower()
     retry_after = headers.get("retry-after")
     if retry_after is not None:
-        seconds = _retry_after_s(retry_after, clock)
+        seconds = retry_after_s(retry_after, clock)
         if seconds is not None:
             kind = "secondary rate limit" if secondary or status == 429 else "rate limit"
             return seconds, kind
@@ -399,23 +399,6 @@ def rate_limit_wait(
     if secondary or status == 429:
         return None, "secondary rate limit"
     return None
-
-
-def _retry_after_s(value: str, clock: Callable[[], float]) -> float | None:
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = when.timestamp() - clock()
-    if math.isnan(seconds) or seconds > 1e7:  # no time a clone would wait
-        return None
-    return max(0.0, seconds)
 
 
 def segment(text: str) -> str:
