@@ -64,8 +64,10 @@ def shadowclone_secret_providers() -> Iterator[SecretProviderRegistration]:
         secrets=(
             Secret(
                 key="codex_auth_json",
-                description="the whole of ~/.codex/auth.json after `codex login`, "
-                "pasted between triple quotes",
+                description="the whole auth.json of a login of shadowclone's own: run "
+                "`CODEX_HOME=$(mktemp -d) codex login`, then paste $CODEX_HOME/auth.json between "
+                "triple quotes (not ~/.codex/auth.json: your own Codex would spend its refresh "
+                "token)",
                 file="auth.json",
             ),
         ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -17,14 +18,23 @@ HEADER = """\
 """
 
 
+WIDTH = 96
+"""The template's comments are wrapped at this width."""
+
+
 def template(providers: Iterable[SecretProviderRegistration]) -> str:
     blocks = [HEADER]
     for provider in sorted(providers, key=lambda p: (p.engine is not None, p.name)):
         for secret in provider.secrets:
             quotes = "''''''" if secret.file else '""'
-            blocks.append(
-                f"\n# {secret.description} (login {provider.name})\n{secret.key} = {quotes}\n"
+            said = textwrap.fill(
+                f"{secret.description} (login {provider.name})",
+                width=WIDTH,
+                initial_indent="# ",
+                subsequent_indent="# ",
+                break_on_hyphens=False,
             )
+            blocks.append(f"\n{said}\n{secret.key} = {quotes}\n")
     return "".join(blocks)
 
 

@@ -128,9 +128,14 @@ class SecretProviderContract(abc.ABC):
         for secret in registration.secrets:
             assert data.get(secret.key) == "", f"{secret.key} is in the template, empty"
             where = next(i for i, line in enumerate(lines) if line.startswith(f"{secret.key} ="))
-            assert lines[where - 1].startswith(f"# {secret.description}"), (
+            first = where
+            while first > 0 and lines[first - 1].startswith("# "):
+                first -= 1
+            comment = " ".join(line[2:] for line in lines[first:where])
+            assert comment.startswith(" ".join(secret.description.split())), (
                 f"{secret.key}: its description is not the comment above it"
             )
+            assert all(len(line) <= 100 for line in lines[first:where]), "a comment too wide"
 
     @settings(max_examples=25, deadline=None, suppress_health_check=SHARED)
     @given(data=st.data())
