@@ -6,6 +6,7 @@ operation, 2 for bad input. Nothing prints a traceback for those.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import sys
@@ -163,6 +164,23 @@ def load_plugin_command(name: str, claims: list[EntryPoint]) -> click.Command:
 
 class LazyGroup(click.Group):
     """A group that imports a command's module only when the command is asked for."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, with the closest command named for a mistyped one."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as error:
+            name = args[0] if args else ""
+            if not name or self.get_command(ctx, name) is not None:
+                raise
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=1, cutoff=0.6)
+            if not close:
+                raise
+            raise click.UsageError(
+                f"No such command {name!r}. Did you mean {close[0]!r}?", ctx
+            ) from error
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*COMMANDS, *plugin_commands()])

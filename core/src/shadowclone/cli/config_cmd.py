@@ -6,7 +6,7 @@ import click
 import tomlkit
 
 from shadowclone.cli.app import App, emit_json, json_option, pass_app
-from shadowclone.config import init_config, load_config, set_value
+from shadowclone.config import Config, init_config, load_config, set_value
 from shadowclone.config.load import unstructure
 
 
@@ -62,6 +62,20 @@ def init(app: App, force: bool, as_json: bool) -> None:
     app.out.print(f"wrote {written}")
 
 
+def _names_installed(app: App, key: str, config: Config) -> None:
+    """A key that names a plugin's launcher, engine or login must name an installed one (the
+    error says which are, and the closest)."""
+    from shadowclone.node.engines import engine_and_login
+    from shadowclone.plugin.manager import load_registry
+
+    parts = key.split(".")
+    if parts == ["launcher"]:
+        load_registry(config.plugins.disabled).launcher(config.launcher)
+    elif parts[0] == "providers" and len(parts) >= 2 and config.provider(parts[1]) is not None:
+        registry = load_registry(config.plugins.disabled)
+        engine_and_login(config, app.paths.config_file, lambda: registry, parts[1])
+
+
 @config.command(name="set")
 @click.argument("key")
 @click.argument("value")
@@ -75,7 +89,7 @@ def set_(app: App, key: str, value: str, as_json: bool) -> None:
       shadowclone config set parallel_clones 3
       shadowclone config set providers.claude.login '"claude-oauth"'
     """
-    set_value(app.paths, key, value)
+    set_value(app.paths, key, value, check=lambda config: _names_installed(app, key, config))
     if as_json:
         emit_json({"key": key, "value": value})
         return

@@ -5,6 +5,7 @@ value is completed or checked, never when `--help` or `--version` runs."""
 
 from __future__ import annotations
 
+import difflib
 from typing import TYPE_CHECKING
 
 import click
@@ -60,8 +61,11 @@ class EngineName(click.ParamType[str]):
         text = str(value)
         names = installed_engines(ctx or click.get_current_context())
         if text not in names:
+            close = difflib.get_close_matches(text, names, n=1, cutoff=0.6)
+            guess = f"did you mean {close[0]!r}? " if close else ""
             self.fail(
-                f"{text!r} is not an installed engine (installed: {', '.join(names) or 'none'})",
+                f"{text!r} is not an installed engine ({guess}installed: "
+                f"{', '.join(names) or 'none'})",
                 param,
                 ctx,
             )

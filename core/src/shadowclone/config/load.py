@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -382,8 +383,11 @@ def _parse_value(raw: str) -> Any:
         return raw
 
 
-def set_value(paths: Paths, key: str, raw: str) -> Config:
-    """Change one key, keeping every comment and the order; refuses a result that would not load."""
+def set_value(
+    paths: Paths, key: str, raw: str, check: Callable[[Config], None] | None = None
+) -> Config:
+    """Change one key, keeping every comment and the order; refuses a result that would not load,
+    or that `check` refuses (raising), before anything is written."""
     try:
         data = read_bounded(paths.config_file, MAX_CONFIG_BYTES, plain_folder=False)
         document = tomlkit.parse(data.decode())
@@ -409,5 +413,7 @@ def set_value(paths: Paths, key: str, raw: str) -> Config:
     except (tomlkit.exceptions.TOMLKitError, ValueError) as error:
         raise ConfigError(f"{paths.config_file}: {key}: cannot set it: {error}") from None
     config = parse_config(text, paths.config_file)
+    if check is not None:
+        check(config)
     write_atomic(paths.config_file, text.encode())
     return config

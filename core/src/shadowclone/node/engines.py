@@ -7,7 +7,8 @@ protocols and the caller hands the registry in.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
@@ -40,8 +41,12 @@ class Engines(Protocol[LoginT_co]):
 class NoProvider(BadInput):
     """The config has no `[providers.<engine>]` table for the engine chosen."""
 
-    def __init__(self, engine: str, config_file: Path) -> None:
-        super().__init__(f"engine {engine!r}: no [providers.{engine}] table in {config_file}")
+    def __init__(self, engine: str, config_file: Path, tables: Sequence[str] = ()) -> None:
+        close = difflib.get_close_matches(engine, tables, n=1, cutoff=0.6)
+        guess = f" (did you mean {close[0]!r}?)" if close else ""
+        super().__init__(
+            f"engine {engine!r}: no [providers.{engine}] table in {config_file}{guess}"
+        )
         self.engine = engine
 
 
@@ -76,7 +81,7 @@ def engine_and_login(
     once the provider table is found, so an engine the config lacks loads no plugin."""
     provider = config.provider(engine)
     if provider is None:
-        raise NoProvider(engine, config_file)
+        raise NoProvider(engine, config_file, sorted(config.providers))
     registry = engines()
     registration = registry.engine(engine)
     login = registry.secret_provider(provider.login)

@@ -7,6 +7,7 @@ skipped; the others keep working. There is no module-level manager: each call bu
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
 from collections import defaultdict
@@ -106,12 +107,15 @@ class Registry:
             raise PluginUnavailable(
                 f"the {family} {name!r} is {candidates[0].status}: {candidates[0].reason}"
             )
-        installed = ", ".join(self.names(family)) or "none"
+        names = self.names(family)
+        installed = ", ".join(names) or "none"
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        guess = f" (did you mean {close[0]!r}?)" if close else ""
         failed = [
             f"{p.name} ({p.origin}: {p.reason})" for p in self.plugins if p.status == "failed"
         ]
         tail = f"; plugins that failed to load: {'; '.join(failed)}" if failed else ""
-        raise PluginUnavailable(f"no {family} named {name!r}; installed: {installed}{tail}")
+        raise PluginUnavailable(f"no {family} named {name!r}{guess}; installed: {installed}{tail}")
 
     def _typed(self, family: Family, name: str, kind: type[R]) -> R:
         registration = self.get(family, name)
