@@ -24,9 +24,12 @@ from pathlib import Path
 
 import attrs
 
+from shadowclone import files
 from shadowclone.errors import BadInput, MalformedFile, Refused
 from shadowclone.node.index import CloneIndex
 from shadowclone.node.runfolder import RunFolder, is_clone_id
+from shadowclone.node.schemas import State
+from shadowclone.node.stopping import STOP_LOCK_TIMEOUT_S
 
 log = logging.getLogger("shadowclone.node.local")  # the node operations log under one name
 
@@ -90,6 +93,9 @@ class Retention:
         if stat.S_ISLNK(os.lstat(folder.path).st_mode):
             raise MalformedFile(folder.path, "a symbolic link, which is never followed here")
         record = folder.record()
+        never_started = self._stopped_in_queue(folder)
+        if never_started is not None:
+            return "stopped", never_started
         if record is None or record.state.active:
             state = record.state if record is not None else "queued"
             raise Refused(
@@ -103,13 +109,31 @@ class Retention:
             )
         return record.state, record.ended_at or record.updated_at
 
+    @staticmethod
+    def _stopped_in_queue(folder: RunFolder) -> datetime | None:
+        """When a queued clone was stopped, if it was: with a stop marker and no launch begun
+        it never starts (the marker is written under the stop lock serve holds from its look
+        at it until the clone runs), so it is ended, though serve may not have said so yet."""
+        record = folder.record()
+        if record is not None and (record.state is not State.QUEUED or record.launching_at):
+            return None
+        stop = folder.stop_marker()
+        return None if stop is None else stop.at
+
     def remove(self, folder: RunFolder) -> Removed:
-        state, ended = self.removable(folder)
         hidden = self.clones_dir / f"{TRASH_PREFIX}{folder.id}-{secrets.token_hex(4)}"
-        try:
-            os.rename(folder.path, hidden)
-        except FileNotFoundError:
-            raise BadInput(f"no clone {folder.id!r}; another removal took it") from None
+        if not folder.exists():  # (the lock would make its folder again)
+            raise BadInput(f"no clone {folder.id!r}; another removal took it")
+        # Under the clone's stop lock: serve looks at a queued clone's marker, and launches it,
+        # only while it holds that lock.
+        with folder.stop_lock(STOP_LOCK_TIMEOUT_S):
+            state, ended = self.removable(folder)
+            try:
+                os.rename(folder.path, hidden)
+            except FileNotFoundError:
+                raise BadInput(f"no clone {folder.id!r}; another removal took it") from None
+            if state == "stopped" and os.path.lexists(self.active_dir / folder.id):
+                files.remove(self.active_dir / folder.id)  # serve never took it up
         size = tree_size(hidden)
         return Removed(folder.id, str(state), ended, size, delete_tree(hidden))
 
