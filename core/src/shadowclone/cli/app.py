@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 
 from shadowclone.config import Paths, default_paths
+from shadowclone.config.load import NoConfigFile, config_or_defaults
 from shadowclone.errors import ConfigError
 from shadowclone.node.local import CloneView
 from shadowclone.node.schemas import CONVERTER, Caps, ProgressLine
@@ -34,13 +35,35 @@ class App:
         if self._node is None:
             try:
                 self._node = local_node(self.paths)
+            except NoConfigFile:
+                raise  # (serve, which runs only with a config, holds none to say)
             except ConfigError as error:
                 raise ConfigError(config_error_line(self.paths, error)) from None
+        return self._node
+
+    def reading_node(self) -> LocalNode:
+        """The node for a command that only reads: with the defaults when there is no config
+        file yet, said in one line on stderr with what to run next."""
+        if self._node is None:
+            try:
+                config, paths, defaults = config_or_defaults(self.paths)
+            except ConfigError as error:
+                raise ConfigError(config_error_line(self.paths, error)) from None
+            if defaults:
+                click.echo(no_config_line(paths), err=True)
+            self._node = LocalNode(config, paths)
         return self._node
 
     def use_node(self, node: LocalNode) -> None:
         """Go on with `node` (`status`, with the config serve keeps in force)."""
         self._node = node
+
+
+def no_config_line(paths: Paths) -> str:
+    return (
+        f"shadowclone: no config file yet ({paths.config_file}): the defaults serve; "
+        "run `shadowclone config init` to write one"
+    )
 
 
 def config_error_line(paths: Paths, error: ConfigError) -> str:

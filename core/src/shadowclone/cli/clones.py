@@ -149,7 +149,7 @@ def list_(app: App, include_all: bool, limit: int, as_json: bool) -> None:
     table = sys.stdout.isatty()
     # Streamed, a row at a time: `--all` over a hundred thousand clones holds one of them.
     shown = 0
-    for item in app.node().views(include_all=include_all, limit=limit):
+    for item in app.reading_node().views(include_all=include_all, limit=limit):
         if not isinstance(item, CloneView):
             click.echo(f"warning: {item}", err=True)
             continue
@@ -212,7 +212,7 @@ def get(app: App, clone_id: str, follow: bool, lines: int, exit_status: bool, as
       shadowclone get 261202-120301-k3fa --follow --exit-status
       shadowclone get 261202-120301-k3fa --follow --json | jq -r .text
     """
-    node = app.node()
+    node = app.reading_node()
     if exit_status and not follow:
         raise click.UsageError("--exit-status: only with --follow", ctx=click.get_current_context())
     if not follow:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 import tomlkit
 
-from shadowclone.cli.app import App, emit_json, json_option, pass_app
+from shadowclone.cli.app import App, emit_json, json_option, no_config_line, pass_app
 from shadowclone.config import Config, init_config, load_config, set_value
-from shadowclone.config.load import unstructure
+from shadowclone.config.load import config_or_defaults, unstructure
 
 
 @click.group()
@@ -41,7 +41,9 @@ def path(app: App, as_json: bool) -> None:
 @pass_app
 def show(app: App, as_json: bool) -> None:
     """Print the config as shadowclone reads it, defaults included."""
-    loaded, _ = load_config(app.paths)
+    loaded, paths, defaults = config_or_defaults(app.paths)
+    if defaults:
+        click.echo(no_config_line(paths), err=True)
     data = unstructure(loaded)
     if as_json:
         emit_json(data)

@@ -134,11 +134,17 @@ def _config(app: App) -> tuple[list[Check], bool]:
     """The config file, and whether the checks that need a config can go on: with the file's,
     or, while it does not load, with the config serve keeps in force (which is what serve
     applies, and so what the queue's lines must say)."""
+    from shadowclone.config.load import NoConfigFile, config_or_defaults
     from shadowclone.plugin.node import LocalNode
     from shadowclone.serve.following import served_config, served_node_config
 
     try:
         node = app.node()
+    except NoConfigFile as error:
+        config, paths, _ = config_or_defaults(app.paths)
+        app.use_node(LocalNode(config, paths))
+        said = f"{error}; the checks below use the defaults"
+        return [Check("config", False, said, blocks=True)], True
     except ConfigError as error:
         served = served_config(app.paths)
         held = served_node_config(app.paths, served) if served is not None else None

@@ -252,7 +252,7 @@ def load_config(paths: Paths | None = None) -> tuple[Config, Paths]:
     try:
         text = read_bounded(paths.config_file, MAX_CONFIG_BYTES, plain_folder=False).decode()
     except FileNotFoundError:
-        raise ConfigError(
+        raise NoConfigFile(
             f"{paths.config_file}: no config file; run `shadowclone config init` to create one"
         ) from None
     except MalformedFile as error:
@@ -261,6 +261,21 @@ def load_config(paths: Paths | None = None) -> tuple[Config, Paths]:
         raise ConfigError(f"{paths.config_file}: cannot read: {error}") from None
     config = parse_config(text, paths.config_file)
     return config, paths.with_overrides(config.paths.clones, config.paths.secrets)
+
+
+class NoConfigFile(ConfigError):
+    """There is no config file yet (as opposed to one that does not load)."""
+
+
+def config_or_defaults(paths: Paths | None = None) -> tuple[Config, Paths, bool]:
+    """The owner's config, or the defaults (those of `config init`'s template) when there is no
+    config file yet: what a command that only reads can work with. The flag: defaults."""
+    paths = paths or default_paths()
+    try:
+        config, resolved = load_config(paths)
+    except NoConfigFile:
+        return parse_config(TEMPLATE, paths.config_file), paths, True
+    return config, resolved, False
 
 
 def unstructure(config: Config) -> dict[str, Any]:
