@@ -195,7 +195,7 @@ def test_config_init_and_set_report_in_json(sc_cli: Cli, sc_home: Paths) -> None
         "value": "3",
     }
     written = json.loads(sc_cli("config", "init", "--force", "--json").out)
-    assert written == {"wrote": str(sc_home.config_file)}
+    assert written == {"wrote": str(sc_home.config_file), "not_installed": []}
 
 
 def test_serve_log_level_chooses_what_stderr_gets(sc_home: Paths) -> None:

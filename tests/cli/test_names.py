@@ -43,3 +43,23 @@ def test_a_mistyped_engine_names_the_closest(sc_cli: Cli) -> None:
     assert result.code == 2 and result.err.count("\n") == 1, result.err
     said = "'scriptd' is not an installed engine (did you mean 'scripted'? installed: "
     assert said in result.err
+
+
+def test_config_init_on_a_core_only_install_names_what_to_add(
+    sc_cli: Cli, sc_home: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shadowclone.plugin import manager
+
+    real = manager.load_registry
+    monkeypatch.setattr(
+        manager, "load_registry", lambda disabled=(), **_: real(disabled, entry_points=[])
+    )
+    done = sc_cli("config", "init", "--force")
+    assert done.code == 0, done.err
+    notes = [line for line in done.out.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 2, done.out
+    assert "engine: no engine named 'claude' (it comes with shadowclone-claude" in notes[0]
+    assert (
+        "launcher: no launcher named 'docker' (it comes with shadowclone-docker-launch"
+        in (notes[1])
+    )

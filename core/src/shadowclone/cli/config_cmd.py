@@ -58,10 +58,33 @@ def show(app: App, as_json: bool) -> None:
 def init(app: App, force: bool, as_json: bool) -> None:
     """Write a commented config file with the defaults."""
     written = init_config(app.paths, force=force)
+    missing = _defaults_not_installed(app)
     if as_json:
-        emit_json({"wrote": str(written)})
+        emit_json({"wrote": str(written), "not_installed": missing})
         return
     app.out.print(f"wrote {written}")
+    for line in missing:
+        app.out.print(f"note: {line}")
+
+
+def _defaults_not_installed(app: App) -> list[str]:
+    """The default engine and launcher where no installed plugin provides them, each with the
+    distribution to add or the key to change."""
+    from shadowclone.errors import PluginUnavailable
+    from shadowclone.plugin.manager import load_registry
+
+    config, _ = load_config(app.paths)
+    registry = load_registry(config.plugins.disabled)
+    missing = []
+    for key, ask in (
+        ("engine", lambda: registry.engine(config.engine)),
+        ("launcher", lambda: registry.launcher(config.launcher)),
+    ):
+        try:
+            ask()
+        except PluginUnavailable as error:
+            missing.append(f"{key}: {error} (or `shadowclone config set {key} NAME`)")
+    return missing
 
 
 def _names_installed(app: App, key: str, config: Config) -> None:

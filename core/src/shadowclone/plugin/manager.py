@@ -85,6 +85,17 @@ class Provided:
     registration: Registration | None = None
 
 
+PROJECT_DISTRIBUTIONS = {
+    (Family.ENGINE, "claude"): "shadowclone-claude",
+    (Family.ENGINE, "codex"): "shadowclone-codex",
+    (Family.ENGINE, "scripted"): "shadowclone-testing",
+    (Family.LAUNCHER, "docker"): "shadowclone-docker-launch",
+    (Family.LAUNCHER, "fake"): "shadowclone-fake-launch",
+}
+"""The project's own plugins, by what they provide: a name asked for and not installed says
+which distribution to add (a core-only install has no engine and no launcher)."""
+
+
 @attrs.frozen
 class Registry:
     """What the installed plugins provide, with every failure kept for `shadowclone plugins`."""
@@ -115,6 +126,9 @@ class Registry:
             f"{p.name} ({p.origin}: {p.reason})" for p in self.plugins if p.status == "failed"
         ]
         tail = f"; plugins that failed to load: {'; '.join(failed)}" if failed else ""
+        distribution = PROJECT_DISTRIBUTIONS.get((family, name))
+        if distribution is not None:
+            guess = f" (it comes with {distribution}: install that beside shadowclone)"
         raise PluginUnavailable(f"no {family} named {name!r}{guess}; installed: {installed}{tail}")
 
     def _typed(self, family: Family, name: str, kind: type[R]) -> R:
