@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -17,6 +18,19 @@ Say = Callable[[str], None]
 
 TAIL_LINES = 12
 """How many of docker's last lines a failed build's error keeps."""
+
+
+TLS_REFUSED = re.compile(
+    r"SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_GET_ISSUER_CERT|unable to get local issuer certificate"
+    r"|CERTIFICATE_VERIFY_FAILED|certificate verify failed|self[- ]signed certificate"
+    r"|x509: certificate signed by unknown authority",
+    re.IGNORECASE,
+)
+"""What a download in a build says when a TLS-inspecting proxy's certificate is not trusted."""
+CA_HINT = (
+    "; a certificate authority the build does not trust answered (a TLS-inspecting proxy?): "
+    "give it with --ca-cert FILE (image build, env build) or [environment] ca_certs"
+)
 
 
 class BuildError(Refused):
@@ -57,10 +71,7 @@ def run_build(
     program's whole environment (default: ours)."""
     environment = {**(os.environ if env is None else env), "BUILDKIT_PROGRESS": "plain"}
     if say is None:
-        done = subprocess.run(list(argv), check=False, env=environment)
-        if done.returncode != 0:
-            raise BuildError(f"docker could not build {what} (exit {done.returncode})")
-        return
+        say = _to_our_output
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     process = subprocess.Popen(
         list(argv),
@@ -87,7 +98,12 @@ def run_build(
         raise BuildError(f"the build of {what} was cancelled")
     if code != 0:
         last = " | ".join(tail)
-        raise BuildError(f"docker could not build {what} (exit {code}): {last}")
+        hint = CA_HINT if any(TLS_REFUSED.search(line) for line in tail) else ""
+        raise BuildError(f"docker could not build {what} (exit {code}): {last}{hint}")
+
+
+def _to_our_output(line: str) -> None:
+    print(line, flush=True)
 
 
 def _end_when(cancel: threading.Event, process: subprocess.Popen[str]) -> None:

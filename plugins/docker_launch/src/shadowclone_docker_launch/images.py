@@ -34,7 +34,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from shadowclone.plugin import CORE_VERSION, Refused
 
-from shadowclone_docker_launch.builds import Say, run_build
+from shadowclone_docker_launch.builds import BuildError, Say, run_build
 
 DEFAULT_BASE = "debian:bookworm-slim"
 IMAGE_PACKAGES = ("shadowclone", "shadowclone-claude", "shadowclone-codex")
@@ -340,12 +340,7 @@ def build_image(
                 push=push,
                 quiet=quiet,
             )
-            if say is not None:
+            try:  # with no `say`, docker's lines go to our output as they come
                 run_build(plan.command(docker), f"{STAGES[target]} {name}", say, cancel)
-                continue
-            done = subprocess.run(plan.command(docker), check=False)
-            if done.returncode != 0:
-                raise ImageBuildError(
-                    f"docker build of {STAGES[target]} {name} failed (exit {done.returncode}); "
-                    "see above"
-                )
+            except BuildError as error:
+                raise ImageBuildError(str(error)) from None
