@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import stat
 import subprocess
 import tomllib
@@ -23,6 +24,7 @@ from shadowclone_testing.installs import (
     make_venv,
     run,
     user_env,
+    uv,
     uv_pip,
 )
 
@@ -58,6 +60,30 @@ def test_the_readme_install_shows_the_plugins_the_readme_shows(
         env=user_env(tmp_path),
     )
     assert str(SOURCE) not in site, "the installed copy, not the checkout"
+
+
+def readme_install_line() -> list[str]:
+    """The README's `uv tool install` line, as an owner types it."""
+    readme = (SOURCE / "README.md").read_text(encoding="utf-8")
+    block = readme.split("### Install", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    joined = block.replace("\\\n", " ")
+    [line] = [line for line in joined.splitlines() if line.startswith("$ uv tool install ")]
+    return shlex.split(line.removeprefix("$ "))
+
+
+def test_the_readme_install_line_installs_what_it_names(wheels: list[Path], tmp_path: Path) -> None:
+    """The README's first install, word for word but for where `dist` is: a tool of its own
+    with every plugin the README names."""
+    argv = readme_install_line()
+    assert argv[argv.index("--find-links") + 1] == "dist"
+    argv[argv.index("--find-links") + 1] = str(wheels[0].parent)
+    env = user_env(tmp_path / "home")
+    env.pop("UV_PROJECT_ENVIRONMENT", None)
+    env.update(UV_TOOL_DIR=str(tmp_path / "tools"), UV_TOOL_BIN_DIR=str(tmp_path / "bin"))
+    run([uv(), *argv[1:], "--quiet"], env=env)
+    out = run([str(tmp_path / "bin" / "shadowclone"), "plugins"], env=env)
+    for name in ("claude", "codex", "scripted", "docker", "fake"):
+        assert re.search(rf"^{name}\s+\S.*\s+active$", out, re.MULTILINE), out
 
 
 def test_the_demo_runs_from_the_installed_wheels(installed: Path, tmp_path: Path) -> None:
