@@ -193,8 +193,10 @@ def test_a_failed_docker_build_is_one_line_and_exit_1(
     monkeypatch.setenv("FAKE_DOCKER_EXIT", "3")
     assert commands.main(["image", "build", "--tag", "x:1"]) == 1
     _, err = capsys.readouterr()
-    assert err.strip().splitlines()[-1].startswith(
-        "shadowclone: docker could not build the clone image x:1 (exit 3)"
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith("shadowclone: docker could not build the clone image x:1 (exit 3)")
     )
 
 

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from shadowclone.environment.declared import image_tag as environment_image_tag
     from shadowclone.environment.devcontainer import clean_env as devcontainer_env
     from shadowclone.environment.devcontainer import cli_command as devcontainer_cli
-    from shadowclone.files import write_atomic
+    from shadowclone.files import FileLock, write_atomic
     from shadowclone.node.setups import files_in
     from shadowclone.plugin.engine_base import STOP_GRACE_S, ProcessSession, exit_words
     from shadowclone.plugin.manager import (
@@ -109,6 +109,7 @@ _LAZY = {
     "devcontainer_cli": "shadowclone.environment.devcontainer:cli_command",
     "devcontainer_env": "shadowclone.environment.devcontainer:clean_env",
     "write_atomic": "shadowclone.files",
+    "FileLock": "shadowclone.files",
     **dict.fromkeys(
         ("RepositorySetup", "launcher_settings", "repository_setup"), "shadowclone.plugin.owner"
     ),
@@ -148,6 +149,7 @@ __all__ = [
     "Environment",
     "EnvironmentRecipe",
     "Family",
+    "FileLock",
     "FinishedEvent",
     "KeepsSessions",
     "LaunchSpec",

@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import filelock
 import httpx2
 
 from shadowclone import files
@@ -156,7 +155,7 @@ class ChatgptCredential:
         self._outbound_proxy = outbound_proxy
         self._state = state_dir / STATE_FILE if state_dir is not None else None
         self._file_lock = (
-            filelock.FileLock(state_dir / LOCK_FILE, thread_local=False, mode=0o600)
+            files.FileLock(state_dir / LOCK_FILE, timeout=LOCK_TIMEOUT_S, mode=0o600)
             if state_dir is not None
             else None
         )
@@ -219,13 +218,14 @@ class ChatgptCredential:
                 # The rotated refresh token would die with this clone, and the owner's with it.
                 self.problem = NO_STATE_HELP
                 return False
-            await asyncio.to_thread(self._file_lock.acquire, timeout=LOCK_TIMEOUT_S)
+            lock = self._file_lock
+            await asyncio.to_thread(lock.__enter__)
             try:
                 if await asyncio.to_thread(self._adopt_state):
                     return True  # a clone before this one renewed it
                 return await self._ask_token_endpoint()
             finally:
-                self._file_lock.release()
+                lock.__exit__(None, None, None)
 
     async def _ask_token_endpoint(self) -> bool:
         tokens = self._auth["tokens"]

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
-from filelock import FileLock
 from shadowclone.plugin import (
     BadInput,
     Environment,
     EnvironmentRecipe,
+    FileLock,
     Refused,
     contract,
     declared_environment,
@@ -150,9 +150,13 @@ def pull(docker: str, image: str, cancel: threading.Event | None) -> None:
         raise BuildError(f"image: {image} cannot be pulled: {said[:300]}") from None
 
 
-FEATURES_LOCK = Path(tempfile.gettempdir()) / "shadowclone-devcontainer-build.lock"
+FEATURES_LOCK = Path(tempfile.gettempdir()) / f"shadowclone-devcontainer-build-{os.getuid()}.lock"
 """Held across a build by the Dev Containers CLI: it tags one fixed temporary image, so two
 builds at once on one Docker daemon would take each other's."""
+
+
+FEATURES_LOCK_TIMEOUT_S = 60 * 60.0
+"""How long a build waits for another one's end."""
 
 
 def build_with_features(
@@ -182,7 +186,7 @@ def build_with_features(
 
     what = f"the base of {plan.repo}'s environment with its features"
     try:
-        with FileLock(FEATURES_LOCK):
+        with FileLock(FEATURES_LOCK, timeout=FEATURES_LOCK_TIMEOUT_S, plain_folder=False):
             run_build(argv, what, heard, cancel, env=env)
     except BuildError as error:
         said = _cli_error(lines)
