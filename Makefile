@@ -13,7 +13,6 @@ $(STAMP): pyproject.toml uv.lock core/pyproject.toml $(wildcard plugins/*/pyproj
 	@touch $@
 
 demo: $(STAMP)
-	scripts/open-python-path $(VENV)/bin/python
 	$(VENV)/bin/shadowclone demo
 
 engines:

@@ -181,3 +181,34 @@ def test_the_clone_sees_its_own_home_and_only_a_few_host_variables(root: Path) -
         assert seen["cwd"] == seen["env"]["HOME"]
     finally:
         launcher.remove(clone_id)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root gives the engine a user of its own")
+def test_a_python_the_engine_cannot_reach_runs_it_unisolated_and_changes_no_mode(
+    tmp_path: Path,
+) -> None:
+    """Run as root with a Python under a folder closed to other users (one under root's home):
+    the clone's engine runs as the run program does, and no folder's mode is changed to let the
+    engine's user in."""
+    from shadowclone.plugin import LaunchSpec
+
+    from shadowclone_fake_launch.launcher import _clone_env
+
+    closed = tmp_path / "closed"
+    (closed / "bin").mkdir(parents=True)
+    closed.chmod(0o700)
+    python = closed / "bin" / "python"
+    python.write_text("#!/bin/sh\n")  # only its folder matters here
+    (tmp_path / "run").mkdir()
+    modes = {folder: folder.stat().st_mode for folder in (closed, *closed.parents)}
+    spec = LaunchSpec(
+        clone_id="261206-000000-test",
+        run_folder=tmp_path / "run",
+        secrets_file=tmp_path / "secrets.toml",
+        image="unused",
+    )
+    env = _clone_env(spec, tmp_path / "home", str(python))
+    assert "SHADOWCLONE_ENGINE_USER" not in env
+    opened = _clone_env(spec, tmp_path / "home", sys.executable)
+    assert "SHADOWCLONE_ENGINE_USER" in opened  # (the project's Python is open in tests)
+    assert {folder: folder.stat().st_mode for folder in modes} == modes

@@ -366,14 +366,12 @@ def _clone_env(spec: LaunchSpec, home: Path, python: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
     env.update(spec.env)
     engine = users.isolation()
+    if engine is not None and users.unreachable_folder(Path(python).resolve().parent):
+        # The engine's user cannot run this Python (one under root's home): the engine runs
+        # as the run program does, which the run program says in the clone's log. Nothing
+        # outside the launcher's own folders has its permissions changed to make it reachable.
+        engine = None
     if engine is not None:
-        closed = users.unreachable_folder(Path(python).resolve().parent)
-        if closed is not None:
-            raise PluginUnavailable(
-                f"clone {spec.clone_id}: the engine's user {users.ENGINE_USER} cannot run "
-                f"{python}, as {closed} is closed to other users; make it searchable "
-                "(scripts/open-python-path does, for the project's Python)"
-            )
         blocked = users.unreachable_folder(spec.run_folder)
         if blocked is not None:
             raise PluginUnavailable(

@@ -39,7 +39,10 @@ class Isolation:
 def isolation_note() -> str:
     """One line for the owner: whether this launcher gives engines a user of their own."""
     if os.geteuid() == 0:
-        return f"the engine runs as the user {ENGINE_USER}, apart from the secrets"
+        return (
+            f"the engine runs as the user {ENGINE_USER}, apart from the secrets, when that user "
+            "can run this Python (scripts/open-python-path opens the project's)"
+        )
     return (
         "run by a normal user it cannot switch users: the engine runs as the run program and "
         "could read the secrets (the Docker launcher keeps them apart)"
