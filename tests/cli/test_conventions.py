@@ -117,6 +117,28 @@ def complete(words: str, home: Paths) -> list[str]:
     return [line.split(",", 1)[1] for line in done.stdout.splitlines() if line]
 
 
+def test_completing_a_command_name_imports_no_command(sc_home: Paths) -> None:
+    """A TAB after `shadowclone st` reads the commands' names and summaries only: no command's
+    module (the clones commands import rich and the node) is imported for it."""
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write(' '.join(sorted(\n"
+        "    m for m in sys.modules if m.startswith('shadowclone.cli.') or m == 'rich'))))\n"
+        + CLI_PROGRAM
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "_SHADOWCLONE_COMPLETE": "bash_complete"}
+        | {"COMP_WORDS": "shadowclone st", "COMP_CWORD": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout.splitlines() == ["plain,start", "plain,status", "plain,stop"]
+    assert done.stderr.split() == [], done.stderr
+
+
 def test_completion_offers_commands_clone_ids_and_installed_engines(
     sc_cli: Cli, sc_home: Paths
 ) -> None:
