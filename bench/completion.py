@@ -1,0 +1,83 @@
+"""How long a TAB takes: shell completion of a command's name, an option's value and a clone
+id, each a new process as the shell starts it, against `python -c "import click"` in the same
+run.
+
+Run: `python bench/completion.py [--quick]`
+
+Goal: a command's name or an engine within 2x the floor (under 0.1 s on a laptop); a clone id
+(which reads the clones folder) within 5x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from shadowclone.config import HOME_VARIABLE, default_paths, init_config, set_value
+from shadowclone.node.schemas import SetupRecord
+from shadowclone.node.setups import write_setup
+from shadowclone.plugin.node import local_node
+
+GOALS = {"command name": 2.0, "engine": 2.0, "clone id": 5.0}
+
+
+def timed(argv: list[str], env: dict[str, str], runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
+        samples.append(time.perf_counter() - began)
+    return statistics.median(samples)
+
+
+def make_home(root: Path) -> str:
+    """A home with five queued clones; the prefix their ids share."""
+    paths = default_paths({HOME_VARIABLE: str(root)})
+    init_config(paths)
+    for key, value in (("providers.scripted.login", '"no-login"'), ("engine", '"scripted"')):
+        set_value(paths, key, value)
+    write_setup(
+        paths, SetupRecord(repo="acme/app", config_version=1, engine="scripted", login="no-login")
+    )
+    node = local_node(paths)
+    views = [node.start(f"acme/app#{number}") for number in range(1, 6)]
+    return views[0].id[:6]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few runs: it works, roughly")
+    args = parser.parse_args()
+    runs = 3 if args.quick else 21
+    program = [sys.executable, "-c", "from shadowclone.cli import entry; entry()"]
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = make_home(Path(tmp))
+        env = {**os.environ, HOME_VARIABLE: tmp, "_SHADOWCLONE_COMPLETE": "bash_complete"}
+        floor = timed([sys.executable, "-c", "import click"], env, runs)
+        print(f"floor: python -c 'import click'  {floor * 1000:7.1f} ms (median of {runs})")
+        for what, words in (
+            ("command name", "shadowclone st"),
+            ("engine", "shadowclone start --engine cl"),
+            ("clone id", f"shadowclone get {prefix}"),
+        ):
+            cword = str(len(words.split(" ")) - 1)
+            took = timed(program, {**env, "COMP_WORDS": words, "COMP_CWORD": cword}, runs)
+            ratio = took / floor
+            worst = max(worst, ratio / GOALS[what])
+            print(
+                f"{what:<13} {words!r:<34} {took * 1000:7.1f} ms  {ratio:5.1f}x the floor "
+                f"(goal: at most {GOALS[what]:.0f}x)"
+            )
+    print(f"worst against its goal: {worst:.2f} (1.00 is the goal)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

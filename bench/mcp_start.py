@@ -1,0 +1,84 @@
+"""How long the MCP server takes to answer `initialize`, started as an assistant starts it
+(`shadowclone mcp` on stdio), against a Python that imports the mcp SDK and nothing else, in
+the same run.
+
+Run: `python bench/mcp_start.py [--quick]`
+
+Goal: within 1.5x the floor (the SDK's own import is most of the wait).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from shadowclone.config import HOME_VARIABLE, default_paths, init_config
+
+GOAL = 1.5
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"},
+    },
+}
+
+
+def answered(env: dict[str, str]) -> float:
+    """Seconds from the server's start to its answer to `initialize`."""
+    began = time.perf_counter()
+    server = subprocess.Popen(
+        [sys.executable, "-c", "from shadowclone.cli import entry; entry()", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        server.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+        server.stdin.flush()
+        answer = json.loads(server.stdout.readline())
+        took = time.perf_counter() - began
+        assert answer.get("id") == 1 and "result" in answer, answer
+        return took
+    finally:
+        server.kill()
+        server.wait()
+
+
+def floor(env: dict[str, str]) -> float:
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import mcp.server"], env=env, check=True)
+    return time.perf_counter() - began
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few runs: it works, roughly")
+    args = parser.parse_args()
+    runs = 3 if args.quick else 11
+    with tempfile.TemporaryDirectory() as tmp:
+        init_config(default_paths({HOME_VARIABLE: tmp}))
+        env = {**os.environ, HOME_VARIABLE: tmp}
+        base = statistics.median(floor(env) for _ in range(runs))
+        took = statistics.median(answered(env) for _ in range(runs))
+    print(f"floor: python -c 'import mcp.server'  {base * 1000:7.1f} ms (median of {runs})")
+    print(
+        f"initialize answered in {took * 1000:7.1f} ms  {took / base:5.2f}x the floor "
+        f"(goal: at most {GOAL}x)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
