@@ -341,10 +341,15 @@ async def test_a_missing_config_is_the_clis_line(
 ) -> None:
     sc_home.config_file.unlink()
     async with connected(tmp_path) as client:
-        line = await refused(client, sc_cli, "list", {}, "list")
+        line = await refused(
+            client, sc_cli, "start", {"target": "acme/app#1"}, "start", "acme/app#1"
+        )
         assert line == (
             f"{sc_home.config_file}: no config file; run `shadowclone config init` to create one"
         )
+        # What only reads works with the defaults, as the CLI's reading commands do.
+        assert (await call(client, "list"))["clones"] == []
+        assert sc_cli("list").code == 0
 
 
 async def test_the_click_command_serves_the_same_tools(sc_home: Paths, tmp_path: Path) -> None:

@@ -13,11 +13,11 @@ import click
 from rich.console import Console
 
 from shadowclone.config import Paths, default_paths
-from shadowclone.config.load import NoConfigFile, config_or_defaults
+from shadowclone.config.load import NoConfigFile
 from shadowclone.errors import ConfigError
 from shadowclone.node.local import CloneView
 from shadowclone.node.schemas import CONVERTER, Caps, ProgressLine
-from shadowclone.plugin.node import LocalNode, local_node
+from shadowclone.plugin.node import LocalNode, local_node, reading_node
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,12 +46,12 @@ class App:
         file yet, said in one line on stderr with what to run next."""
         if self._node is None:
             try:
-                config, paths, defaults = config_or_defaults(self.paths)
+                node, defaults = reading_node(self.paths)
             except ConfigError as error:
                 raise ConfigError(config_error_line(self.paths, error)) from None
             if defaults:
-                click.echo(no_config_line(paths), err=True)
-            self._node = LocalNode(config, paths)
+                click.echo(no_config_line(node.paths), err=True)
+            self._node = node
         return self._node
 
     def use_node(self, node: LocalNode) -> None:

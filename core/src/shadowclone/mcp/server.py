@@ -34,7 +34,7 @@ from shadowclone.mcp.shapes import listing_shape, typed_dict
 from shadowclone.node.local import DEFAULT_LIST_LIMIT, CloneView
 from shadowclone.node.schemas import CONVERTER, Caps, InboxLine, State, Via
 from shadowclone.node.scrub import scrubbed_line
-from shadowclone.plugin.node import LocalNode, local_node
+from shadowclone.plugin.node import LocalNode, local_node, reading_node
 
 log = logging.getLogger(__name__)
 
@@ -174,9 +174,12 @@ def build_server(paths: Paths | None = None) -> MCPServer:
     )
     engines = _engine_names(paths)
 
-    def on_node(operation: Callable[[LocalNode], object]) -> CallToolResult:
+    def on_node(operation: Callable[[LocalNode], object], reading: bool = False) -> CallToolResult:
+        """`operation` on a node made afresh; one that only `reading` works with the defaults
+        before the owner's `config init`, as the CLI's reading commands do."""
         try:
-            value = operation(local_node(paths))
+            node = reading_node(paths)[0] if reading else local_node(paths)
+            value = operation(node)
         except ShadowcloneError as error:
             return _refused(error)
         return _result(value)
@@ -253,7 +256,7 @@ def build_server(paths: Paths | None = None) -> MCPServer:
             listing = node.list(include_all=include_all, limit=limit)
             return {"clones": listing.clones, "problems": listing.problems}
 
-        return on_node(listed)
+        return on_node(listed, reading=True)
 
     @server.tool(
         name="get",
@@ -265,7 +268,7 @@ def build_server(paths: Paths | None = None) -> MCPServer:
         clone_id: CloneId,
         lines: Annotated[int, Field(description="How many of the last progress lines.")] = 20,
     ) -> CloneResult:
-        return on_node(lambda node: node.get(clone_id, lines=lines))
+        return on_node(lambda node: node.get(clone_id, lines=lines), reading=True)
 
     @server.tool(
         name="follow",
@@ -289,7 +292,7 @@ def build_server(paths: Paths | None = None) -> MCPServer:
         ] = 20,
     ) -> CloneResult:
         try:
-            node = local_node(paths)
+            node, _ = reading_node(paths)
             view = await _follow(node, clone_id, timeout_s, ctx)
             return _result(node.get(view.id, lines=lines))
         except ShadowcloneError as error:

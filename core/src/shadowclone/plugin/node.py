@@ -9,13 +9,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from shadowclone.config import Config, Paths, load_config
+from shadowclone.config.load import config_or_defaults
 from shadowclone.node.local import Node
 from shadowclone.node.schemas import now
 
 if TYPE_CHECKING:
     from shadowclone.plugin.manager import Registry
 
-__all__ = ["LocalNode", "local_node"]
+__all__ = ["LocalNode", "local_node", "reading_node"]
 
 
 class LocalNode(Node):
@@ -45,3 +46,10 @@ def local_node(paths: Paths | None = None) -> LocalNode:
     """The node of this machine, with the owner's config (the spec's `localNode()`)."""
     config, resolved = load_config(paths)
     return LocalNode(config, resolved)
+
+
+def reading_node(paths: Paths | None = None) -> tuple[LocalNode, bool]:
+    """The node for what only reads (list, get, follow): with the defaults when there is no
+    config file yet (then the flag is True); a config that does not load is refused as ever."""
+    config, resolved, defaults = config_or_defaults(paths)
+    return LocalNode(config, resolved), defaults
