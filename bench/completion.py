@@ -12,42 +12,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from shadowclone.config import HOME_VARIABLE, default_paths, init_config, set_value
-from shadowclone.node.schemas import SetupRecord
-from shadowclone.node.setups import write_setup
-from shadowclone.plugin.node import local_node
+from shadowclone.config import HOME_VARIABLE
+from shadowclone_testing.timing import home_with_clones, median_run
 
 GOALS = {"command name": 2.0, "engine": 2.0, "clone id": 5.0}
-
-
-def timed(argv: list[str], env: dict[str, str], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        began = time.perf_counter()
-        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
-        samples.append(time.perf_counter() - began)
-    return statistics.median(samples)
-
-
-def make_home(root: Path) -> str:
-    """A home with five queued clones; the prefix their ids share."""
-    paths = default_paths({HOME_VARIABLE: str(root)})
-    init_config(paths)
-    for key, value in (("providers.scripted.login", '"no-login"'), ("engine", '"scripted"')):
-        set_value(paths, key, value)
-    write_setup(
-        paths, SetupRecord(repo="acme/app", config_version=1, engine="scripted", login="no-login")
-    )
-    node = local_node(paths)
-    views = [node.start(f"acme/app#{number}") for number in range(1, 6)]
-    return views[0].id[:6]
 
 
 def main() -> int:
@@ -58,9 +30,10 @@ def main() -> int:
     program = [sys.executable, "-c", "from shadowclone.cli import entry; entry()"]
     worst = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        prefix = make_home(Path(tmp))
+        ids = home_with_clones(Path(tmp))
+        prefix = ids[0][:6]
         env = {**os.environ, HOME_VARIABLE: tmp, "_SHADOWCLONE_COMPLETE": "bash_complete"}
-        floor = timed([sys.executable, "-c", "import click"], env, runs)
+        floor = median_run([sys.executable, "-c", "import click"], env, runs)
         print(f"floor: python -c 'import click'  {floor * 1000:7.1f} ms (median of {runs})")
         for what, words in (
             ("command name", "shadowclone st"),
@@ -68,7 +41,7 @@ def main() -> int:
             ("clone id", f"shadowclone get {prefix}"),
         ):
             cword = str(len(words.split(" ")) - 1)
-            took = timed(program, {**env, "COMP_WORDS": words, "COMP_CWORD": cword}, runs)
+            took = median_run(program, {**env, "COMP_WORDS": words, "COMP_CWORD": cword}, runs)
             ratio = took / floor
             worst = max(worst, ratio / GOALS[what])
             print(
