@@ -58,6 +58,7 @@ def test_the_commands_run_in_order_in_the_workspace_before_the_engine(world: Wor
     assert "made by the lifecycle commands, in no .gitignore): READY, installed.txt" in " ".join(
         said
     )
+    assert "/READY\n" in (workspace / ".git" / "info" / "exclude").read_text()  # the engine's
     branch = "shadowclone/1-use-the-dependencies"
     assert gh.read_file("owner/app", branch, "WORK.md") == "work\n"
     assert gh.read_file("owner/app", branch, "READY") is None

@@ -130,10 +130,11 @@ def _inside(path: str, key: str, base: str, relative: str) -> str:
 
 SYSTEM_FOLDERS = (
     "/bin", "/boot", "/clone", "/dev", "/egress", "/etc", "/lib", "/lib32", "/lib64",
-    "/libx32", "/opt/shadowclone", "/proc", "/run", "/sbin", "/sys", "/usr",
+    "/libx32", "/opt/shadowclone", "/proc", "/run", "/sbin", "/sys", "/tmp", "/usr",
 )  # fmt: skip
-"""Where no cache goes: a volume there would hide the clone's own programs, or hand later
-clones programs an earlier engine wrote."""
+"""Where no cache and no workspace folder goes: a volume or a link there would hide the
+clone's own programs or its in-memory /tmp, or hand later clones programs an earlier engine
+wrote."""
 
 
 def _absolute_paths(path: str, key: str, value: object) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ from shadowclone import files
 from shadowclone.errors import BadInput, MalformedFile, Refused
 from shadowclone.node.index import CloneIndex
 from shadowclone.node.runfolder import RunFolder, is_clone_id
-from shadowclone.node.schemas import State
+from shadowclone.node.schemas import Record, State
 from shadowclone.node.stopping import STOP_LOCK_TIMEOUT_S
 
 log = logging.getLogger("shadowclone.node.local")  # the node operations log under one name
@@ -93,7 +93,7 @@ class Retention:
         if stat.S_ISLNK(os.lstat(folder.path).st_mode):
             raise MalformedFile(folder.path, "a symbolic link, which is never followed here")
         record = folder.record()
-        never_started = self._stopped_in_queue(folder)
+        never_started = self._stopped_in_queue(folder, record)
         if never_started is not None:
             return "stopped", never_started
         if record is None or record.state.active:
@@ -110,7 +110,7 @@ class Retention:
         return record.state, record.ended_at or record.updated_at
 
     @staticmethod
-    def _stopped_in_queue(folder: RunFolder) -> datetime | None:
+    def _stopped_in_queue(folder: RunFolder, record: Record | None) -> datetime | None:
         """When a queued clone was stopped, if it was: with a stop marker and no launch begun
         it never starts (the marker is written under the stop lock serve holds from its look
         at it until the clone runs), so it is ended, though serve may not have said so yet."""

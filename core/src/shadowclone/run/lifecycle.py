@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import time
 
 from shadowclone.node.schemas import Step
@@ -90,15 +91,25 @@ class LifecycleCommands:
         made = [path for path in listed.split("\0") if path and "\n" not in path]
         if not made:
             return
-        patterns = "".join(f"/{_escaped(path)}\n" for path in made)
-        for git_dir in (workspace.git_dir, workspace.engine_git_dir):
-            exclude = git_dir / "info" / "exclude"
-            exclude.parent.mkdir(parents=True, exist_ok=True)
-            with exclude.open("a", encoding="utf-8") as out:
-                out.write("# made by the environment's lifecycle commands\n" + patterns)
-            owner = git_dir.stat()
-            if exclude.stat().st_uid != owner.st_uid:  # the engine's own, for it to change
-                os.chown(exclude, owner.st_uid, owner.st_gid)
+        patterns = "# made by the environment's lifecycle commands\n"
+        patterns += "".join(f"/{_escaped(path)}\n" for path in made)
+        own = workspace.git_dir / "info"  # the run program's own git directory: private
+        own.mkdir(parents=True, exist_ok=True)
+        with (own / "exclude").open("a", encoding="utf-8") as out:
+            out.write(patterns)
+        # The engine's repository is the engine's: its .git may hold links anywhere, so its
+        # exclude file is appended to as the engine, never as the run program.
+        identity = workspace.identity
+        subprocess.run(
+            identity.wrap(["/bin/sh", "-c", "mkdir -p .git/info && cat >> .git/info/exclude"]),
+            input=patterns,
+            text=True,
+            cwd=workspace.path,
+            env=identity.environment(os.environ, self.basics.engine_area / "home"),
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
         shown = ", ".join(made[:10]) + (f" and {len(made) - 10} more" if len(made) > 10 else "")
         self.basics.progress.note(
             Step.WORKSPACE,

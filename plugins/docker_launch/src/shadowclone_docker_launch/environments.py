@@ -8,6 +8,7 @@ is built once per change of its inputs and found again by its tag.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import posixpath
@@ -33,7 +34,14 @@ from shadowclone.plugin import (
     files_in,
 )
 
-from shadowclone_docker_launch.builds import BuildError, Say, docker_cli, image_id, run_build
+from shadowclone_docker_launch.builds import (
+    TAIL_LINES,
+    BuildError,
+    Say,
+    docker_cli,
+    image_id,
+    run_build,
+)
 
 
 @attrs.frozen
@@ -140,7 +148,7 @@ def pull(docker: str, image: str, cancel: threading.Event | None) -> None:
     line naming it and the key, before any build."""
     if image_id(image) is not None:
         return
-    lines: list[str] = []
+    lines: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     try:
         run_build([docker, "pull", image], f"the image {image}", lines.append, cancel)
     except BuildError:
@@ -177,10 +185,13 @@ def build_with_features(
     for name in ("DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY"):
         if name in os.environ:  # where the daemon is, never anything of the owner's else
             env[name] = os.environ[name]
-    lines: list[str] = []
+    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    feature = None  # the one the CLI was at: the last it named
 
     def heard(line: str) -> None:
-        lines.append(line)
+        nonlocal feature
+        tail.append(line)
+        feature = next((f for f in environment.features if f in line), feature)
         if say is not None:
             say(line)
 
@@ -189,12 +200,9 @@ def build_with_features(
         with FileLock(FEATURES_LOCK, timeout=FEATURES_LOCK_TIMEOUT_S, plain_folder=False):
             run_build(argv, what, heard, cancel, env=env)
     except BuildError as error:
-        said = _cli_error(lines)
+        said = _cli_error(list(tail))
         if said is None:
             raise
-        feature = None  # the one it was at: the last named before the error
-        for line in lines:
-            feature = next((f for f in environment.features if f in line), feature)
         key = f"features: {feature}" if feature else "features"
         raise BuildError(f"{key}: the Dev Containers CLI could not build it: {said}") from error
 
