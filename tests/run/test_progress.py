@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ChosenBy, ProgressKind, Step
 from shadowclone.plugin.types import Outcome
+from shadowclone.redact import MARKER, Redactor
+from shadowclone.run.credentials import CredentialWatch, credential_values
+from shadowclone.run.identity import EngineIdentity
 from shadowclone.run.progress import OpenQuestions, ProgressWriter
 
 
@@ -53,6 +59,80 @@ def test_every_string_of_every_line_passes_redaction(sc_folder: RunFolder) -> No
         "https://example.test/pr/1",
         "report: ***",
     )
+
+
+def texts(folder: RunFolder) -> list[str]:
+    lines, problems, _ = folder.progress()
+    assert problems == []
+    return [line.text for line in lines]
+
+
+def test_a_line_that_only_begins_a_secret_is_written_as_it_is(sc_folder: RunFolder) -> None:
+    """A tool named `Bash` where a secret is `Bashful99`: held back for the next line, which
+    shows it is no secret, then written unchanged; a line that goes on with it hides both."""
+    progress = ProgressWriter(sc_folder, Redactor(["Bashful99", "Therapy-2026"]))
+    progress.tool("Bash")
+    assert texts(sc_folder) == []  # held: the next line may go on with the secret
+    progress.text("The")
+    progress.text("The end")
+    progress.text("split: Bashf")
+    progress.text("ul99 there")
+    asked = progress.question("go on?", ["yes", "no"], "yes", 60)
+    progress.answer(asked.id, "yes")
+    progress.final(Outcome.DONE, None, "said Bash and The")
+    assert texts(sc_folder) == [
+        "Bash",
+        "The",
+        "The end",
+        f"split: {MARKER}",
+        f"{MARKER} there",
+        "go on?",
+        "yes",
+        "clone done",
+    ]
+
+
+def test_a_held_line_is_written_when_nothing_follows(sc_folder: RunFolder) -> None:
+    progress = ProgressWriter(sc_folder, Redactor(["Bashful99"]))
+    progress.tool("Bash")
+    deadline = time.monotonic() + 30
+    while not texts(sc_folder) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert texts(sc_folder) == ["Bash"]
+    progress.text("ful99")  # too late to hide the first part, never too late for the rest
+    assert texts(sc_folder) == ["Bash", MARKER]
+
+
+def test_credentials_written_after_the_start_are_learned(
+    sc_folder: RunFolder, tmp_path: Path
+) -> None:
+    redactor = Redactor(["first-secret-1"])
+    watch = CredentialWatch(redactor, EngineIdentity())
+    progress = ProgressWriter(sc_folder, redactor, watch=watch.check)
+    state = tmp_path / "state"
+    (state / "claude").mkdir(parents=True)
+    watch.engines(state, ["claude/.credentials.json", "absent.json"])
+    watch.own(tmp_path / "login.json")
+    progress.text("before: renewed-token-A1 and renewed-token-B2")
+    login = {"claudeAiOauth": {"accessToken": "renewed-token-A1", "scopes": ["user:inference"]}}
+    (state / "claude" / ".credentials.json").write_text(json.dumps(login))
+    (tmp_path / "login.json").write_text(json.dumps({"tokens": {"x": "renewed-token-B2"}}))
+    progress.text("after: renewed-token-A1 and renewed-token-B2 for user:inference")
+    assert texts(sc_folder) == [
+        "before: renewed-token-A1 and renewed-token-B2",
+        f"after: {MARKER} and {MARKER} for user:inference",
+    ]
+
+
+def test_credential_values_are_the_strings_under_credential_keys() -> None:
+    codex = {
+        "OPENAI_API_KEY": None,
+        "auth_mode": "chatgpt-plan-mode",
+        "tokens": {"id_token": "eyJid", "refresh_token": "rt-1", "account_id": "acct-12345678"},
+        "last_refresh": "2026-12-06T04:00:00Z",
+    }
+    assert sorted(credential_values(json.dumps(codex))) == ["acct-12345678", "eyJid", "rt-1"]
+    assert credential_values("  a-raw-token-in-a-file\n") == ["a-raw-token-in-a-file"]
 
 
 def test_usage_lines_carry_the_numbers(sc_folder: RunFolder) -> None:

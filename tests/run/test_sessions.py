@@ -58,7 +58,7 @@ def test_a_kept_session_reads_back_as_written(
 
 
 @pytest.mark.parametrize(
-    "name", ["../secrets.toml", "/etc/passwd", "a/../../b", ".hidden", "a//b", "", "a/./b"]
+    "name", ["../secrets.toml", "/etc/passwd", "a/../../b", "..", "a//b", "", "a/./b", "a b"]
 )
 def test_a_name_outside_the_state_folder_is_refused(tmp_path: Path, name: str) -> None:
     with pytest.raises(ValueError, match="not a plain path"):

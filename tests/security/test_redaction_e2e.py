@@ -9,6 +9,7 @@ a clone's text leaves it is searched with a detector written apart from the reda
 from __future__ import annotations
 
 import base64
+import codecs
 import json
 import os
 import re
@@ -199,3 +200,36 @@ def test_a_secret_in_a_committed_file_stops_the_push_unless_allowed(sc_owner: Ow
     sc_owner.wait(clone_id, State.DONE)
     pushed = sc_owner.github.read_file("you/app", "shadowclone/1-config", "config.env")
     assert pushed == f"ANTHROPIC_API_KEY={SECRET}\n"
+
+
+def test_a_token_the_engine_renews_is_never_let_out(sc_owner: Owner) -> None:
+    """A token the secrets file never held, which the engine writes into the login file of its
+    state folder (as Claude Code and Codex do when they renew a login) and then says, prints and
+    logs: the run program learns it from the file and nothing lets it out."""
+    renewed = "renewed-access-7Hq2Lw9Zx4Kp"
+    write_secrets(sc_owner, "nothing-renewed-here-42")
+    # Written without saying it: ROT13 in the command, as the engine renews a login unseen.
+    login = json.dumps({"accessToken": renewed, "expiresAt": 1})
+    hidden = codecs.encode(login, "rot13")
+    number = sc_owner.github.create_issue("you/app", author="you", title="Leaky")
+    if sc_owner.serve is not None:
+        sc_owner.serve.end()
+    sc_owner.serving(
+        [
+            Write("notes.md", "notes\n"),
+            Run(
+                f"printf '%s' {json.dumps(hidden)} | tr A-Za-z N-ZA-Mn-za-m"
+                ' > "$TMPDIR/credentials.json"'
+            ),
+            Say(f"my new token is {renewed}"),
+            Run(f"printf '%s\\n' {renewed}; printf '%s\\n' {renewed} >&2"),
+            Say(f"and split: {renewed[:9]}"),
+            Say(f"{renewed[9:]} there"),
+        ]
+    )
+    clone_id = sc_owner.start(f"you/app#{number}")
+    sc_owner.wait(clone_id, State.DONE, State.FAILED)
+    left = everything_that_left(sc_owner, clone_id, number)
+    for place, text in left.items():
+        assert not found_in(text, renewed), f"the renewed token leaked into {place}"
+    assert "my new token is [redacted]" in left["run folder progress.jsonl"]

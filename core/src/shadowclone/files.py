@@ -140,12 +140,12 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644, plain_folder: bool 
         os.close(folder)
 
 
-_PART = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+_PART = re.compile(r"(?!\.\.?\Z)[A-Za-z0-9._-]+")
 
 
 def relative_parts(relative: str) -> list[str]:
     """The parts of a `/`-separated path inside a folder, each of letters, digits, `.`, `_`
-    and `-` and none starting with a dot; ValueError for any other (`..`, absolute, empty)."""
+    and `-` and none `.` or `..`; ValueError for any other (`..`, absolute, empty)."""
     parts = relative.split("/")
     if not all(_PART.fullmatch(part) for part in parts):
         raise ValueError(f"{relative!r} is not a plain path inside a folder")

@@ -38,19 +38,20 @@ import io
 import json
 import os
 import re
+import select
 import string
 import sys
 import threading
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TextIO
+from typing import Generic, TextIO, TypeVar
 
 import attrs
 
 MARKER = "[redacted]"
 MIN_SECRET_LENGTH = 8
 PARTIAL_MIN = 4
-"""The fewest characters of a secret at the end of one write that `continued` hides, in case
+"""The fewest characters of a secret at the end of one write that `HoldBack` holds back, in case
 the next write goes on with the rest of it."""
 
 _ASCII_WHITESPACE = {code: None for code in range(128) if chr(code).isspace()}
@@ -147,6 +148,8 @@ _JSON_ESCAPE = re.compile(
     r"\\(?:u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})"
     r"|u([0-9a-fA-F]{4})|([\"\\/bfnrt]))"
 )
+# An escape the next write may finish (`\\`, `\\u00`, `%`, `%0`).
+_UNFINISHED_ESCAPE = re.compile(r"(?:\\(?:u[0-9a-fA-F]{0,3})?|%[0-9a-fA-F]?)\Z")
 _JSON_SHORT_DECODED = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
@@ -172,6 +175,7 @@ class Redactor:
                 forms.setdefault(form.source, form)
         self._forms = tuple(forms.values())
         self._values = tuple(values)
+        self._learning = threading.Lock()
 
     def __call__(self, text: str) -> str:
         # A marker a pass inserts can make a new match: a secret with a bracket across it, or
@@ -203,27 +207,33 @@ class Redactor:
             spans.extend(shape.spans(text, lowered))
         return spans
 
-    def continued(self, before: str, text: str) -> str:
-        """`text`, written right after `before` (as written, unredacted), redacted; also a
-        secret that began in `before`, and the end of `text` if, with what came before it, it
-        begins a secret value (at least `PARTIAL_MIN` characters of it), which the next write
-        may go on with. So pieces written one after another show at most `PARTIAL_MIN - 1`
-        characters of a secret."""
-        head = 0
-        if before:
-            for start, end in self.spans(before + text):
-                if start < len(before) < end:
-                    head = max(head, end - len(before))
-        tail = min(len(text), self._partial_tail(before + text))
+    def between(self, before: str, text: str, after: str = "") -> str:
+        """`text`, written right after `before` and right before `after` (both as written,
+        unredacted), redacted: also a secret that runs into it from either side."""
+        whole = before + text + after
+        start_of, end_of = len(before), len(before) + len(text)
+        head = tail = 0
+        if before or after:
+            for start, end in self.spans(whole):
+                if start < start_of < end:
+                    head = max(head, min(end, end_of) - start_of)
+                if start < end_of < end:
+                    tail = max(tail, end_of - max(start, start_of))
         if head + tail >= len(text):
             return MARKER if text else text
         body = self(text[head : len(text) - tail])
         return (MARKER if head else "") + body + (MARKER if tail else "")
 
-    def _partial_tail(self, text: str) -> int:
-        """How many characters at the end of `text` are the start of a secret value."""
+    def partial_tail(self, text: str) -> int:
+        """How many characters at the end of `text` begin a secret value (at least
+        `PARTIAL_MIN` of them, fewer than all), whitespace and escapes between them or after
+        them not counted: what the next write may go on with."""
         longest = 0
-        for value in self._values:
+        values = self._values
+        text = (
+            _decoded_view(_UNFINISHED_ESCAPE.sub("", text[-4 * self.longest :])) if values else ""
+        )
+        for value in values:
             for size in range(min(len(value) - 1, len(text)), PARTIAL_MIN - 1, -1):
                 if size <= longest:
                     break
@@ -232,22 +242,85 @@ class Redactor:
                     break
         return longest
 
+    def learn(self, secrets: Iterable[str]) -> bool:
+        """Redact these values too from now on (a token the login rotated after the secrets
+        file was read); True if any was new. Safe beside threads that redact meanwhile."""
+        known = set(self._values)
+        new = {_without_whitespace(secret) for secret in secrets} - known
+        new = {value for value in new if len(value) >= MIN_SECRET_LENGTH}
+        if not new:
+            return False
+        with self._learning:
+            forms = {form.source: form for form in self._forms}
+            for value in sorted(new):
+                for form in _forms_of(value):
+                    forms.setdefault(form.source, form)
+            self._forms = tuple(forms.values())
+            self._values = tuple(sorted(known | new))
+        return True
+
     @property
     def longest(self) -> int:
         """The longest secret value: how much of the text before a write may matter."""
         return max((len(value) for value in self._values), default=0)
 
 
+Piece = TypeVar("Piece")
+
+HOLD_S = 1.0
+"""How long a piece that may begin a secret is held back when nothing follows it."""
+
+_HELD_MOST = 64
+
+
+class HoldBack(Generic[Piece]):
+    """Pieces written one after another (progress lines, a program's output) redacted so that a
+    secret split across them is found: each is redacted with the text before it and, where its
+    end (with what came before) begins a secret value, held back until the next piece shows
+    whether it goes on with the secret. So text that holds no secret comes out as written, only
+    later, and a secret split across pieces that come together never comes out at all."""
+
+    def __init__(self, redactor: Redactor, context: int = 256) -> None:
+        self._redactor = redactor
+        self._context = context
+        self._before = ""
+        """The end of the pieces let out so far, as written."""
+        self._held: list[tuple[Piece, str]] = []
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._held)
+
+    def push(self, piece: Piece, text: str) -> list[tuple[Piece, str]]:
+        """The pieces to write now, each with its text redacted, in order: those held before
+        and this one, or none while this one may go on into the next."""
+        self._held.append((piece, text))
+        joined = self._before + "".join(held for _, held in self._held)
+        if len(self._held) < _HELD_MOST and self._redactor.partial_tail(joined):
+            return []
+        return self.release()
+
+    def release(self) -> list[tuple[Piece, str]]:
+        """Everything held, as it stands with nothing after it (the writer gave up waiting)."""
+        held, self._held = self._held, []
+        out: list[tuple[Piece, str]] = []
+        keep = max(self._context, 2 * self._redactor.longest)
+        for index, (piece, text) in enumerate(held):
+            after = "".join(later for _, later in held[index + 1 :])
+            out.append((piece, self._redactor.between(self._before, text, after)))
+            self._before = (self._before + text)[-keep:]
+        return out
+
+
 class RedactingWriter(io.TextIOBase):
-    """A text stream that writes whole lines to `stream`, each redacted (with the lines before
-    it, so a secret split across two is still found): the run program's own output is what a
-    launcher keeps of a clone that failed, and serve copies it into the record."""
+    """A text stream that writes whole lines to `stream`, each redacted with the lines before
+    it (`HoldBack`): the run program's own output is what a launcher keeps of a clone that
+    failed, and serve copies it into the record."""
 
     def __init__(self, stream: TextIO, redactor: Redactor) -> None:
         self._stream = stream
-        self._redactor = redactor
+        self._pieces: HoldBack[None] = HoldBack(redactor)
         self._pending = ""
-        self._before = ""
 
     def writable(self) -> bool:
         return True
@@ -256,19 +329,26 @@ class RedactingWriter(io.TextIOBase):
         self._pending += text
         if "\n" in self._pending or len(self._pending) > _PENDING_MAX:
             cut = self._pending.rfind("\n") + 1 or len(self._pending)
-            self._emit(self._pending[:cut])
+            self._emit(self._pieces.push(None, self._pending[:cut]))
             self._pending = self._pending[cut:]
         return len(text)
 
     def flush(self) -> None:
+        """Write what is pending, but what may begin a secret (see `release`)."""
         if self._pending:
-            self._emit(self._pending)
+            self._emit(self._pieces.push(None, self._pending))
             self._pending = ""
         self._stream.flush()
 
-    def _emit(self, text: str) -> None:
-        self._stream.write(self._redactor.continued(self._before, text))
-        self._before = (self._before + text)[-max(256, 2 * self._redactor.longest) :]
+    def release(self) -> None:
+        """Write everything, what was held back too: nothing more is coming soon."""
+        self.flush()
+        self._emit(self._pieces.release())
+        self._stream.flush()
+
+    def _emit(self, pieces: list[tuple[None, str]]) -> None:
+        for _, text in pieces:
+            self._stream.write(text)
 
     def fileno(self) -> int:
         return self._stream.fileno()
@@ -277,6 +357,11 @@ class RedactingWriter(io.TextIOBase):
     def pending(self) -> bool:
         """Part of a line is held back, for the rest of it."""
         return bool(self._pending)
+
+    @property
+    def holding(self) -> bool:
+        """Text that may begin a secret is held back, for what comes next."""
+        return self._pieces.holding
 
 
 class RedactedDescriptors:
@@ -319,12 +404,18 @@ class RedactedDescriptors:
 def _copy(source: int, writer: RedactingWriter) -> None:
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     with open(source, "rb", buffering=0) as pipe:
-        while chunk := pipe.read(65536):
+        while True:
+            if writer.holding and not select.select([pipe], [], [], HOLD_S)[0]:
+                writer.release()  # nothing went on with it
+                continue
+            chunk = pipe.read(65536)
+            if not chunk:
+                break
             writer.write(decoder.decode(chunk))
             if not writer.pending:
                 writer.flush()
     writer.write(decoder.decode(b"", final=True))
-    writer.flush()
+    writer.release()
 
 
 _PENDING_MAX = 64 * 1024

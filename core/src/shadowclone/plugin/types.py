@@ -244,6 +244,9 @@ class EngineRegistration:
     default_base_url: str | None = None
     """The provider's API when the config names none; its host is all a network-off review
     may reach."""
+    credential_files: tuple[str, ...] = ()
+    """Where, in its state folder, the engine keeps a login it may renew or be given (relative
+    paths): the run program learns every credential in them, so none is ever let out."""
 
 
 # --------------------------------------------------------------------------- launchers

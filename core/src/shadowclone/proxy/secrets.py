@@ -16,7 +16,7 @@ import attrs
 from shadowclone import contract
 from shadowclone.errors import ShadowcloneError
 from shadowclone.plugin.types import SecretProviderRegistration
-from shadowclone.redact import login_values
+from shadowclone.redact import Redactor, login_values
 
 GITHUB_TOKEN_KEY = contract.GITHUB_TOKEN_KEY
 
@@ -29,6 +29,12 @@ class SecretsError(ShadowcloneError):
 class Secrets:
     path: Path
     values: dict[str, str]
+    redactor: Redactor = attrs.field(init=False, eq=False, repr=False)
+    """One for the whole clone: what it learns (a rotated token) every writer then hides."""
+
+    @redactor.default
+    def _redactor(self) -> Redactor:
+        return Redactor(self.all_values())
 
     @classmethod
     def read(cls, path: Path) -> Secrets:

@@ -17,7 +17,6 @@ from shadowclone.node.schemas import Request, Step
 from shadowclone.plugin.manager import Registry
 from shadowclone.plugin.types import Outcome
 from shadowclone.proxy.secrets import GITHUB_TOKEN_KEY, Secrets
-from shadowclone.redact import Redactor
 from shadowclone.run.github import GithubClient
 from shadowclone.run.progress import ProgressWriter
 
@@ -141,7 +140,7 @@ def _listed(
 
 
 def run_check(folder: RunFolder, request: Request, secrets: Secrets, registry: Registry) -> int:
-    progress = ProgressWriter(folder, Redactor(secrets.all_values()))
+    progress = ProgressWriter(folder, secrets.redactor)
     repo = request.target.repo_full_name
     report = CheckReport(repo=repo)
     login = registry.secret_provider(request.login)

@@ -25,16 +25,17 @@ from shadowclone.node.schemas import Request, RunMode, Step
 from shadowclone.plugin import contract
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import NetworkMode, Outcome
+from shadowclone.proxy.chatgpt import STATE_FILE as LOGIN_STATE_FILE
 from shadowclone.proxy.secrets import Secrets
 from shadowclone.redact import (
     RedactedDescriptors,
-    Redactor,
     redact_tokens,
 )
 from shadowclone.run.access import Caps, ModelAccess, UsageLimits
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.ask.reads import GithubReads
 from shadowclone.run.carry import ReviewLine
+from shadowclone.run.credentials import CredentialWatch
 from shadowclone.run.drive import EngineResult
 from shadowclone.run.early import EarlyEngine
 from shadowclone.run.handoff import Handoffs
@@ -78,15 +79,18 @@ class CloneRun:
         head_start: HeadStart | None = None,
     ) -> None:
         identity = identity or EngineIdentity()
-        progress = ProgressWriter(folder, Redactor(secrets.all_values()))
-        self.ask_service = AskService(folder, Redactor(secrets.all_values()), request.ask_timeout_s)
+        watch = CredentialWatch(secrets.redactor, identity)
+        if login_state is not None:
+            watch.own(login_state / LOGIN_STATE_FILE)
+        progress = ProgressWriter(folder, secrets.redactor, watch=watch.check)
+        self.ask_service = AskService(folder, secrets.redactor, request.ask_timeout_s)
         known = self.known = Known()
         self.findings = FindingsTool(
             lambda: known.plan is not None and known.plan.mode is Mode.REVIEW
         )
         self.ask_service.add_tool(self.findings)
         # Served from this process from its start: the engine never waits for it.
-        reads = GithubReads(Redactor(secrets.all_values()))
+        reads = GithubReads(secrets.redactor)
         self.ask_service.add_tool(reads)
         engine_area = folder.path / ENGINE_AREA
         basics = self.basics = Basics(
@@ -122,6 +126,7 @@ class CloneRun:
             (folder.path, workspace_path, engine_area),
             self.asks.outbox,
             known.trusted_head,
+            watch,
         )
         self.early = EarlyEngine(registry, request, self.access, self.tasks.for_early_start)
         """The engine's program, started beside the target and workspace steps where the
@@ -137,7 +142,7 @@ class CloneRun:
             self.tasks.for_consultation,
             engine_area / "home",
         )
-        sessions = Sessions(folder, request, registry, identity, Redactor(secrets.all_values()))
+        sessions = Sessions(folder, request, registry, identity, watch.redact)
         self.saving = Saving(folder, request, progress, basics.redact, sessions, self.access, caps)
         self.targeting = Targeting(basics, known, reads, head_start)
         self.working = Working(
@@ -303,7 +308,7 @@ async def run_clone(
     if own_output_redacted:
         # What a launcher keeps of a failed clone: this process's output and its children's,
         # to the last line it prints on its way out.
-        atexit.register(RedactedDescriptors(Redactor(secrets.all_values())).close)
+        atexit.register(RedactedDescriptors(secrets.redactor).close)
     return await _run_clone(
         folder,
         request,

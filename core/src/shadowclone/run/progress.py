@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,13 +30,11 @@ from shadowclone.node.schemas import (
     Via,
 )
 from shadowclone.plugin.types import Outcome
-from shadowclone.redact import Redactor
+from shadowclone.redact import HOLD_S, HoldBack, Redactor
 
 Redact = Callable[[str], str]
 """Takes any text bound for a progress line and returns it with every secret masked."""
 
-SPLIT_CONTEXT = 256
-"""How much of the text before a line a secret split across lines is looked for in."""
 
 _QUESTION_ID = re.compile(r"^q(\d+)$")
 
@@ -47,37 +46,75 @@ class ProgressWriter:
     user, may not write the run folder, and leaves its lines for the run program to relay.
     """
 
-    def __init__(self, folder: RunFolder, redact: Redact, path: Path | None = None) -> None:
+    def __init__(
+        self,
+        folder: RunFolder,
+        redact: Redact,
+        path: Path | None = None,
+        *,
+        watch: Callable[[], object] | None = None,
+    ) -> None:
         self.folder = folder
         self.path = path or folder.progress_file
         self._redact = redact
-        self._before = ""
-        """The end of the texts written so far, as written: a secret split across two lines
-        (or two writes of the engine) is recognised across them."""
+        self._watch = watch
+        """Called before each line: learns the credentials that appeared meanwhile."""
+        self._texts: HoldBack[ProgressLine] | None = (
+            HoldBack(redact) if isinstance(redact, Redactor) else None
+        )
+        """The lines' texts as one stream: a secret split across two lines (or two writes of
+        the engine) is recognised across them, and a line whose end may begin one waits (at
+        most `HOLD_S`) for the next."""
+        self._lock = threading.RLock()
+        self._timer: threading.Timer | None = None
 
-    def write(self, line: ProgressLine) -> ProgressLine:
+    def write(self, line: ProgressLine) -> None:
         """Redact and append any line; the helpers below build the usual ones."""
-        redacted = self._redacted(line)
-        files.append_line(self.path, schemas.dumps(redacted))
-        return redacted
+        with self._lock:
+            if self._watch is not None:
+                self._watch()
+            if self._texts is None:
+                self._append([(line, self._redact(line.text))])
+                return
+            self._append(self._texts.push(line, line.text))
+            if self._texts.holding and self._timer is None:
+                self._timer = threading.Timer(HOLD_S, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
 
-    def note(self, step: Step, text: str) -> ProgressLine:
-        return self.write(ProgressLine(step=step, kind=ProgressKind.NOTE, text=text))
+    def flush(self) -> None:
+        """Write the line held back for the next one's sake, if any (see `HoldBack`)."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._texts is not None:
+                self._append(self._texts.release())
 
-    def overloaded(self, text: str) -> ProgressLine:
-        return self.write(ProgressLine(step=Step.ENGINE, kind=ProgressKind.OVERLOADED, text=text))
+    def _append(self, lines: list[tuple[ProgressLine, str]]) -> None:
+        for line, text in lines:
+            files.append_line(self.path, schemas.dumps(self._redacted(line, text)))
+        if lines and self._texts is not None and not self._texts.holding and self._timer:
+            self._timer.cancel()
+            self._timer = None
 
-    def scheduled(self, text: str, until: datetime | None) -> ProgressLine:
+    def note(self, step: Step, text: str) -> None:
+        self.write(ProgressLine(step=step, kind=ProgressKind.NOTE, text=text))
+
+    def overloaded(self, text: str) -> None:
+        self.write(ProgressLine(step=Step.ENGINE, kind=ProgressKind.OVERLOADED, text=text))
+
+    def scheduled(self, text: str, until: datetime | None) -> None:
         """The engine waits until `until` for its login's usage limit (None: no more)."""
         line = ProgressLine(step=Step.ENGINE, kind=ProgressKind.SCHEDULED, text=text, until=until)
-        return self.write(line)
+        self.write(line)
 
-    def text(self, text: str, step: Step = Step.ENGINE) -> ProgressLine:
-        return self.write(ProgressLine(step=step, kind=ProgressKind.TEXT, text=text))
+    def text(self, text: str, step: Step = Step.ENGINE) -> None:
+        self.write(ProgressLine(step=step, kind=ProgressKind.TEXT, text=text))
 
-    def tool(self, name: str, detail: str = "", step: Step = Step.ENGINE) -> ProgressLine:
+    def tool(self, name: str, detail: str = "", step: Step = Step.ENGINE) -> None:
         text = f"{name}: {detail}" if detail else name
-        return self.write(ProgressLine(step=step, kind=ProgressKind.TOOL, text=text))
+        self.write(ProgressLine(step=step, kind=ProgressKind.TOOL, text=text))
 
     def usage(
         self,
@@ -85,12 +122,12 @@ class ProgressWriter:
         output_tokens: int,
         cost_usd: float | None = None,
         step: Step = Step.ENGINE,
-    ) -> ProgressLine:
+    ) -> None:
         usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd)
         text = f"{input_tokens} tokens in, {output_tokens} out"
         if cost_usd is not None:
             text += f", ${cost_usd:.4f}"
-        return self.write(ProgressLine(step=step, kind=ProgressKind.USAGE, text=text, usage=usage))
+        self.write(ProgressLine(step=step, kind=ProgressKind.USAGE, text=text, usage=usage))
 
     def question(
         self,
@@ -104,6 +141,7 @@ class ProgressWriter:
         cap: bool = False,
     ) -> Question:
         """Write a question line under a fresh id (`q1`, `q2`...) and return the question."""
+        self.flush()  # the lines before it come before it
         path = self.path
         with files.lock_for(path):
             question = self._redacted_question(
@@ -130,21 +168,19 @@ class ProgressWriter:
         chosen_by: ChosenBy = ChosenBy.OWNER,
         step: Step = Step.ENGINE,
         via: Via | None = None,
-    ) -> ProgressLine:
+    ) -> None:
         answer = Answer(question_id=question_id, choice=choice, chosen_by=chosen_by, via=via)
-        return self.write(
-            ProgressLine(step=step, kind=ProgressKind.ANSWER, text=choice, answer=answer)
-        )
+        self.write(ProgressLine(step=step, kind=ProgressKind.ANSWER, text=choice, answer=answer))
 
-    def message(self, text: str, step: Step = Step.ENGINE) -> ProgressLine:
-        return self.write(ProgressLine(step=step, kind=ProgressKind.MESSAGE, text=text))
+    def message(self, text: str, step: Step = Step.ENGINE) -> None:
+        self.write(ProgressLine(step=step, kind=ProgressKind.MESSAGE, text=text))
 
-    def error(self, step: Step, text: str) -> ProgressLine:
-        return self.write(ProgressLine(step=step, kind=ProgressKind.ERROR, text=text))
+    def error(self, step: Step, text: str) -> None:
+        self.write(ProgressLine(step=step, kind=ProgressKind.ERROR, text=text))
 
-    def final(self, outcome: Outcome, pr_url: str | None, report: str) -> ProgressLine:
+    def final(self, outcome: Outcome, pr_url: str | None, report: str) -> None:
         """The final line: the clone's outcome and report; nothing follows it."""
-        return self.write(
+        self.write(
             ProgressLine(
                 step=Step.FINISH,
                 kind=ProgressKind.FINAL,
@@ -154,6 +190,7 @@ class ProgressWriter:
                 report=report,
             )
         )
+        self.flush()
 
     def _next_question_id(self) -> str:
         """One more than the highest question id so far; the caller holds the file's lock."""
@@ -174,19 +211,11 @@ class ProgressWriter:
             recommended=self._redact(question.recommended),
         )
 
-    def _continued(self, text: str) -> str:
-        if not isinstance(self._redact, Redactor):
-            return self._redact(text)
-        redacted = self._redact.continued(self._before, text)
-        keep = max(SPLIT_CONTEXT, 2 * self._redact.longest)
-        self._before = (self._before + text)[-keep:]
-        return redacted
-
-    def _redacted(self, line: ProgressLine) -> ProgressLine:
+    def _redacted(self, line: ProgressLine, text: str) -> ProgressLine:
         redact = self._redact
         return attrs.evolve(
             line,
-            text=self._continued(line.text),
+            text=text,
             report=None if line.report is None else redact(line.report),
             question=None if line.question is None else self._redacted_question(line.question),
             answer=(

@@ -17,7 +17,6 @@ from shadowclone.node.schemas import Request, Step
 from shadowclone.plugin.manager import Registry
 from shadowclone.plugin.types import NetworkMode
 from shadowclone.proxy.secrets import Secrets
-from shadowclone.redact import Redactor
 from shadowclone.run.github import GithubClient, ReviewThread
 from shadowclone.run.headstart import PRIVATE_AREA
 from shadowclone.run.identity import EngineIdentity
@@ -43,7 +42,7 @@ class Basics:
     lines; nothing the run program trusts is kept there."""
 
     def redact(self, text: str) -> str:
-        return Redactor(self.secrets.all_values())(text)
+        return self.secrets.redactor(text)
 
     def workspace_for(self, base_ref: str) -> Workspace:
         """The workspace an earlier launch prepared, at its base."""

@@ -25,4 +25,5 @@ def shadowclone_engines() -> Iterator[EngineRegistration]:
         logins=("claude-api-key", "claude-subscription"),
         base_url_env="ANTHROPIC_BASE_URL",
         default_base_url="https://api.anthropic.com",
+        credential_files=("claude/.credentials.json",),
     )

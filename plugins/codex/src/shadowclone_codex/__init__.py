@@ -25,4 +25,5 @@ def shadowclone_engines() -> Iterator[EngineRegistration]:
         logins=("openai-api-key", "chatgpt-plan"),
         base_url_env="OPENAI_BASE_URL",
         default_base_url="https://api.openai.com/v1",
+        credential_files=("codex/auth.json",),
     )

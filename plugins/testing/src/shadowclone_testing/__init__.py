@@ -35,6 +35,8 @@ def shadowclone_engines() -> Iterator[EngineRegistration]:
         summary="follows a fixed script instead of a model (tests and the demo)",
         factory=_engine,
         logins=("no-login",),
+        # Where a script keeps a login it renews (the redaction tests rotate one there).
+        credential_files=("credentials.json",),
     )
 
 
