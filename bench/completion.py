@@ -4,8 +4,9 @@ run.
 
 Run: `python bench/completion.py [--quick]`
 
-Goal: a command's name or an engine within 2x the floor (under 0.1 s on a laptop); a clone id
-(which reads the clones folder) within 5x.
+Goal: every TAB under 100 ms; a command's name within 2x the floor, an engine (the command's
+module, then the engines as `completion-cache.json` keeps them) within 2.5x, a clone id (which
+reads the clones folder) within 5x.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pathlib import Path
 from shadowclone.config import HOME_VARIABLE
 from shadowclone_testing.timing import home_with_clones, median_run
 
-GOALS = {"command name": 2.0, "engine": 2.0, "clone id": 5.0}
+GOALS = {"command name": 2.0, "engine": 2.5, "clone id": 5.0}
+GOAL_S = 0.1
 
 
 def main() -> int:
@@ -43,10 +45,10 @@ def main() -> int:
             cword = str(len(words.split(" ")) - 1)
             took = median_run(program, {**env, "COMP_WORDS": words, "COMP_CWORD": cword}, runs)
             ratio = took / floor
-            worst = max(worst, ratio / GOALS[what])
+            worst = max(worst, ratio / GOALS[what], took / GOAL_S)
             print(
                 f"{what:<13} {words!r:<34} {took * 1000:7.1f} ms  {ratio:5.1f}x the floor "
-                f"(goal: at most {GOALS[what]:.0f}x)"
+                f"(goal: at most {GOALS[what]:g}x and {GOAL_S * 1000:.0f} ms)"
             )
     print(f"worst against its goal: {worst:.2f} (1.00 is the goal)")
     return 0

@@ -1,10 +1,11 @@
 """How long the MCP server takes to answer `initialize`, started as an assistant starts it
-(`shadowclone mcp` on stdio), against a Python that imports the mcp SDK and nothing else, in
-the same run.
+(`shadowclone mcp` on stdio), against a Python that imports click and nothing else (the CLI's
+floor) and one that imports the mcp SDK, in the same run.
 
 Run: `python bench/mcp_start.py [--quick]`
 
-Goal: within 1.5x the floor (the SDK's own import is most of the wait).
+Goal: under 0.5 s of wall time, within 5x the click floor (as the CLI's commands): the answer
+is written before the SDK is imported (`shadowclone/mcp/early.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import time
 
 from shadowclone.config import HOME_VARIABLE, default_paths, init_config
 
-GOAL = 1.5
+GOAL = 5.0
+GOAL_S = 0.5
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -56,9 +58,9 @@ def answered(env: dict[str, str]) -> float:
         server.wait()
 
 
-def floor(env: dict[str, str]) -> float:
+def floor(env: dict[str, str], module: str) -> float:
     began = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import mcp.server"], env=env, check=True)
+    subprocess.run([sys.executable, "-c", f"import {module}"], env=env, check=True)
     return time.perf_counter() - began
 
 
@@ -70,12 +72,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         init_config(default_paths({HOME_VARIABLE: tmp}))
         env = {**os.environ, HOME_VARIABLE: tmp}
-        base = statistics.median(floor(env) for _ in range(runs))
+        base = statistics.median(floor(env, "click") for _ in range(runs))
+        sdk = statistics.median(floor(env, "mcp.server") for _ in range(runs))
         took = statistics.median(answered(env) for _ in range(runs))
-    print(f"floor: python -c 'import mcp.server'  {base * 1000:7.1f} ms (median of {runs})")
+    print(f"floor: python -c 'import click'       {base * 1000:7.1f} ms (median of {runs})")
+    print(f"the SDK: python -c 'import mcp.server' {sdk * 1000:7.1f} ms")
     print(
         f"initialize answered in {took * 1000:7.1f} ms  {took / base:5.2f}x the floor "
-        f"(goal: at most {GOAL}x)"
+        f"(goal: at most {GOAL:.0f}x and {GOAL_S * 1000:.0f} ms)"
     )
     return 0
 

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from shadowclone.config import Paths, default_paths, init_config, set_value
 from shadowclone.node import schemas
+from shadowclone.node.ids import new_clone_id
 from shadowclone.node.index import CloneIndex
-from shadowclone.node.runfolder import RunFolder, new_clone_id
+from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, Request, SetupRecord, State
 from shadowclone.node.setups import write_setup
 from shadowclone.node.target import Target

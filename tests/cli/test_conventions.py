@@ -154,6 +154,71 @@ def test_completion_offers_commands_clone_ids_and_installed_engines(
     assert complete("shadowclone start --engine cl", sc_home) == ["claude"]
 
 
+def loaded_modules(words: str, prefixes: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The completions of `words`, and the modules among `prefixes` that a TAB imported."""
+    probe = (
+        "import atexit, sys\n"
+        f"prefixes = {prefixes!r}\n"
+        "atexit.register(lambda: sys.stderr.write(' '.join(sorted(\n"
+        "    m for m in sys.modules if m.startswith(prefixes)))))\n" + CLI_PROGRAM
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "_SHADOWCLONE_COMPLETE": "bash_complete"}
+        | {"COMP_WORDS": words, "COMP_CWORD": str(len(words.split(" ")) - 1)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0
+    return [line.split(",", 1)[1] for line in done.stdout.splitlines()], done.stderr.split()
+
+
+HEAVY = (
+    "rich",
+    "shadowclone.node.schemas",
+    "shadowclone.config.load",
+    "shadowclone.plugin.manager",
+    "shadowclone_claude",
+    "shadowclone_codex",
+    "mcp",
+)
+"""What a TAB must not import: the node's schemas, the config's loader, the plugins, rich."""
+
+
+def test_completing_an_engine_or_an_id_loads_no_plugin_and_no_schema(
+    sc_cli: Cli, sc_home: Paths
+) -> None:
+    """After the first TAB of an engine (which finds the engines and keeps their names), a TAB
+    of an engine or of a clone id reads a small file or the clones folder and nothing more."""
+    set_up(sc_home)
+    clone_id = started(sc_cli, "acme/app#1")
+    assert complete("shadowclone start --engine cl", sc_home) == ["claude"]
+    assert sc_home.completion_cache.is_file()
+    for words, expected in (
+        ("shadowclone start --engine cl", ["claude"]),
+        (f"shadowclone get {clone_id[:6]}", [clone_id]),
+    ):
+        completed, heavy = loaded_modules(words, HEAVY)
+        assert (completed, heavy) == (expected, [])
+
+
+def test_the_engines_a_tab_offers_follow_the_config_and_a_broken_cache(
+    sc_cli: Cli, sc_home: Paths
+) -> None:
+    set_up(sc_home)
+    assert "codex" in complete("shadowclone start --engine ", sc_home)
+    assert sc_cli("config", "set", "plugins.disabled", '["shadowclone-codex"]').code == 0
+    assert "codex" not in complete("shadowclone start --engine ", sc_home)
+    for broken in (b"{", b'{"key": 1, "engines": [1]}', b"[]", b"\xff"):
+        sc_home.completion_cache.write_bytes(broken)
+        assert complete("shadowclone start --engine cl", sc_home) == ["claude"]
+    assert json.loads(sc_home.completion_cache.read_bytes())["engines"] == complete(
+        "shadowclone start --engine ", sc_home
+    )
+
+
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_each_shell_takes_its_completion_script(shell: str) -> None:
     result = run_shadowclone("completion", shell)

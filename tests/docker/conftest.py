@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from shadowclone.node.runfolder import is_clone_id
+from shadowclone.node.ids import is_clone_id
 from shadowclone_docker_launch.launcher import LABEL_SCOPE
 from shadowclone_docker_launch.names import CONTAINER_PREFIX
 from shadowclone_testing.containers import (  # noqa: F401 - fixtures

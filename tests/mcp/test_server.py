@@ -46,7 +46,7 @@ def refuse_the_secrets_file(event, args):
         if os.path.abspath(os.fsdecode(args[0])) == secrets:
             raise PermissionError("the MCP server opened the secrets file")
 sys.addaudithook(refuse_the_secrets_file)
-from shadowclone.mcp.server import main
+from shadowclone.mcp.early import main
 sys.exit(main())
 """,
 ]

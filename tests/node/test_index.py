@@ -13,9 +13,10 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from shadowclone.config import HOME_VARIABLE, default_paths, init_config, set_value
+from shadowclone.node.ids import id_time, new_clone_id
 from shadowclone.node.index import RECORD, CloneIndex
 from shadowclone.node.local import CloneView
-from shadowclone.node.runfolder import id_time, new_clone_id, run_folders
+from shadowclone.node.runfolder import run_folders
 from shadowclone.plugin.node import LocalNode, local_node
 from shadowclone_testing.harness import set_up
 

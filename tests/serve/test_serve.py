@@ -14,7 +14,8 @@ from shadowclone import files
 from shadowclone.cli.app import describe
 from shadowclone.config import Paths
 from shadowclone.errors import PluginUnavailable, Refused
-from shadowclone.node.runfolder import RunFolder, new_clone_id
+from shadowclone.node.ids import new_clone_id
+from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     InboxKind,
     ProgressKind,

@@ -14,7 +14,8 @@ import attrs
 import pytest
 from shadowclone.config import Paths
 from shadowclone.node import spares
-from shadowclone.node.runfolder import RunFolder, new_clone_id
+from shadowclone.node.ids import new_clone_id
+from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import State, now
 from shadowclone.plugin import LaunchSpec, PluginUnavailable, SpareLauncher
 from shadowclone.plugin.node import LocalNode

@@ -1,4 +1,7 @@
-"""The application object every command gets through `ctx.obj`, and output helpers."""
+"""The application object every command gets through `ctx.obj`, and output helpers.
+
+Imported by every command's module, so kept light: the node, the config and rich are loaded
+when a command runs, not when the shell completes one (a TAB answers in a tenth of a second)."""
 
 from __future__ import annotations
 
@@ -6,18 +9,21 @@ import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import click
-from rich.console import Console
 
-from shadowclone.config import Paths, default_paths
-from shadowclone.config.load import NoConfigFile
+from shadowclone.config import default_paths
 from shadowclone.errors import ConfigError
-from shadowclone.node.local import CloneView
-from shadowclone.node.schemas import CONVERTER, Caps, ProgressLine
-from shadowclone.plugin.node import LocalNode, local_node, reading_node
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from shadowclone.config import Paths
+    from shadowclone.node.local import CloneView
+    from shadowclone.node.schemas import ProgressLine
+    from shadowclone.plugin.node import LocalNode
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,12 +32,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 class App:
     paths: Paths = attrs.field(factory=default_paths)
     _node: LocalNode | None = None
-    out: Console = attrs.field(
-        factory=lambda: Console(highlight=False, soft_wrap=True, emoji=False, markup=False)
-    )
-    """A clone's text is data, never markup: `[/x]` or `[redacted]` is printed as written."""
+    _out: Console | None = None
+
+    @property
+    def out(self) -> Console:
+        """A clone's text is data, never markup: `[/x]` or `[redacted]` is printed as written."""
+        if self._out is None:
+            from rich.console import Console
+
+            self._out = Console(highlight=False, soft_wrap=True, emoji=False, markup=False)
+        return self._out
 
     def node(self) -> LocalNode:
+        from shadowclone.config.load import NoConfigFile
+        from shadowclone.plugin.node import local_node
+
         if self._node is None:
             try:
                 self._node = local_node(self.paths)
@@ -44,6 +59,8 @@ class App:
     def reading_node(self) -> LocalNode:
         """The node for a command that only reads: with the defaults when there is no config
         file yet, said in one line on stderr with what to run next."""
+        from shadowclone.plugin.node import reading_node
+
         if self._node is None:
             try:
                 node, defaults = reading_node(self.paths)
@@ -83,6 +100,8 @@ def json_option(function: F) -> F:
 
 
 def emit_json(value: object) -> None:
+    from shadowclone.node.schemas import CONVERTER
+
     data = CONVERTER.unstructure(value)
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
@@ -128,6 +147,8 @@ def duration(seconds: float) -> str:
 
 
 def describe(view: CloneView) -> str:
+    from shadowclone.node.schemas import Caps
+
     rows = [
         f"clone     {view.id}  {view.state}"
         + ("  (stop requested)" if view.stop_requested and view.state.active else ""),

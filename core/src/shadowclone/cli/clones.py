@@ -6,6 +6,7 @@ import json
 import math
 import sys
 from datetime import UTC
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,12 +20,11 @@ from shadowclone.cli.app import (
     pass_app,
 )
 from shadowclone.cli.params import ENGINE, complete_clone_id
-from shadowclone.config.durations import parse_duration
 from shadowclone.errors import ShadowcloneError
-from shadowclone.node.local import CloneView
-from shadowclone.node.retention import Removed
-from shadowclone.node.schemas import CONVERTER, Caps, ProgressLine, State
-from shadowclone.plugin.types import Outcome
+
+if TYPE_CHECKING:
+    from shadowclone.node.retention import Removed
+    from shadowclone.node.schemas import ProgressLine
 
 LIST_COLUMNS = (
     ("ID", 18),
@@ -107,6 +107,8 @@ def start(
       shadowclone start you/app#12 -m "add a test for the empty case"
       shadowclone start you/app#12 --max-minutes 30 --max-cost 2
     """
+    from shadowclone.node.schemas import Caps
+
     view = app.node().start(
         target,
         engine=engine,
@@ -146,6 +148,9 @@ def list_(app: App, include_all: bool, limit: int, as_json: bool) -> None:
       shadowclone list | cut -f1,6
       shadowclone list --json | jq -r '.[] | select(.state == "waiting") | .id'
     """
+    from shadowclone.node.local import CloneView
+    from shadowclone.node.schemas import CONVERTER
+
     table = sys.stdout.isatty()
     # Streamed, a row at a time: `--all` over a hundred thousand clones holds one of them.
     shown = 0
@@ -212,6 +217,9 @@ def get(app: App, clone_id: str, follow: bool, lines: int, exit_status: bool, as
       shadowclone get 261202-120301-k3fa --follow --exit-status
       shadowclone get 261202-120301-k3fa --follow --json | jq -r .text
     """
+    from shadowclone.node.schemas import CONVERTER, State
+    from shadowclone.plugin.types import Outcome
+
     node = app.reading_node()
     if exit_status and not follow:
         raise click.UsageError("--exit-status: only with --follow", ctx=click.get_current_context())
@@ -294,6 +302,8 @@ def answer(app: App, clone_id: str, question_id: str, choice: str, as_json: bool
 @pass_app
 def stop(app: App, clone_id: str, as_json: bool) -> None:
     """Stop a clone: a queued one never starts, a running one is stopped and its work saved."""
+    from shadowclone.node.schemas import State
+
     view = app.node().stop(clone_id)
     if as_json:
         emit_json(view)
@@ -383,6 +393,8 @@ def prune(app: App, older_than: str, dry_run: bool, as_json: bool) -> None:
       shadowclone prune --older-than 30d --dry-run
       shadowclone prune --older-than 2w
     """
+    from shadowclone.config.durations import parse_duration
+
     gone = app.node().prune(parse_duration(older_than), dry_run=dry_run)
     if as_json:
         emit_json(gone)

@@ -20,6 +20,6 @@ def mcp(app: App) -> None:
       claude mcp add --scope user shadowclone -- shadowclone mcp
       codex mcp add shadowclone -- shadowclone mcp
     """
-    from shadowclone.mcp.server import main
+    from shadowclone.mcp.early import main
 
     main(app.paths)

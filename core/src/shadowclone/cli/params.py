@@ -5,7 +5,12 @@ value is completed or checked, never when `--help` or `--version` runs."""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import json
+import os
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -38,6 +43,40 @@ def complete_clone_id(
     except (OSError, ShadowcloneError):
         return []
     return [CompletionItem(clone_id) for clone_id in reversed(ids[-COMPLETED_IDS:])]
+
+
+def completed_engines(ctx: click.Context) -> list[str]:
+    """The installed engines for a TAB, from `Paths.completion_cache` while no distribution
+    was installed or removed and the config is unchanged since it was written (finding them
+    loads every plugin: a fifth of a second)."""
+    from shadowclone import files
+
+    paths = _paths(ctx)
+    key = _installation_key(paths.config_file)
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        cached = json.loads(paths.completion_cache.read_bytes())
+        if cached["key"] == key and all(isinstance(name, str) for name in cached["engines"]):
+            return list(cached["engines"])
+    names = installed_engines(ctx)
+    document = json.dumps({"key": key, "engines": names}).encode()
+    # A home this user cannot write: the next TAB asks the plugins again.
+    with contextlib.suppress(OSError):
+        files.write_atomic(paths.completion_cache, document)
+    return names
+
+
+def _installation_key(config_file: Path) -> list[object]:
+    """What the installed engines depend on: shadowclone's version, each folder of the import
+    path (installing or removing a distribution changes its folder) and the config (whose
+    `plugins.disabled` hides some)."""
+    from shadowclone import __version__
+
+    key: list[object] = [__version__]
+    for place in (*sys.path, str(config_file)):
+        with contextlib.suppress(OSError):
+            info = os.stat(place or ".")
+            key.append([place, info.st_mtime_ns, info.st_size])
+    return key
 
 
 def installed_engines(ctx: click.Context) -> list[str]:
@@ -77,7 +116,7 @@ class EngineName(click.ParamType[str]):
         from shadowclone.errors import ShadowcloneError
 
         try:
-            names = installed_engines(ctx)
+            names = completed_engines(ctx)
         except ShadowcloneError:
             return []
         return [CompletionItem(name) for name in names if name.startswith(incomplete)]

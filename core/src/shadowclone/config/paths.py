@@ -52,6 +52,12 @@ class Paths:
         return self.config_file.with_name("serve-config.json")
 
     @property
+    def completion_cache(self) -> Path:
+        """The installed engines as a shell's completion last found them, and what they were
+        found under (`cli/params.py`): a TAB need not load every plugin."""
+        return self.config_file.with_name("completion-cache.json")
+
+    @property
     def sessions_dir(self) -> Path:
         """serve's pointers from each pull request to the clone that last kept an engine
         session for it (serve/sessions.py)."""

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 if __name__ == "__main__":
-    from shadowclone.mcp.server import main
+    from shadowclone.mcp.early import main
 
     raise SystemExit(main())

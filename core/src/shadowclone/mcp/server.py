@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -29,7 +28,7 @@ from pydantic import Field, ValidationError
 from shadowclone import __version__
 from shadowclone.config import Paths, load_config
 from shadowclone.errors import ShadowcloneError
-from shadowclone.mcp import SERVER_NAME
+from shadowclone.mcp import INSTRUCTIONS, SERVER_NAME
 from shadowclone.mcp.shapes import listing_shape, typed_dict
 from shadowclone.node.local import DEFAULT_LIST_LIMIT, CloneView
 from shadowclone.node.schemas import CONVERTER, Caps, InboxLine, State, Via
@@ -45,17 +44,6 @@ InboxResult = Annotated[CallToolResult, typed_dict(InboxLine)]
 
 FOLLOW_LIMIT_S = 3600.0
 FOLLOW_POLL_S = 1.0
-
-INSTRUCTIONS = """\
-shadowclone runs clones on the owner's machine: Claude Code or Codex working as the owner, in a \
-container, on one GitHub issue or pull request, ending with a pull request and a report. \
-`start` queues a clone and returns its id; the owner's `shadowclone serve` runs it. `get` shows \
-where a clone is: its state, last progress lines, open question and pull request; `follow` \
-waits, without polling, until the clone asks a question or ends. A clone in state `waiting` \
-has asked the owner a question: put it to the owner, then call `answer` with the \
-question's id from `get`. `send` gives an active clone a message; `stop` ends one. A refusal is \
-one line saying why and what to do (often a command the owner runs, such as `shadowclone setup \
-OWNER/REPO`); tell the owner rather than retrying."""
 
 START = """\
 Queue a clone on one GitHub issue or pull request.
@@ -403,14 +391,3 @@ def _plain(value: object) -> Any:
     """What `--json` prints for `value`, as JSON data: the same converter and the same
     fallback to text for anything JSON has no form for."""
     return json.loads(json.dumps(CONVERTER.unstructure(value), ensure_ascii=False, default=str))
-
-
-def main(paths: Paths | None = None) -> int:
-    """Serve over stdio until the client closes the channel."""
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO,
-        format=f"{SERVER_NAME} mcp: %(levelname)s %(name)s: %(message)s",
-    )
-    build_server(paths).run("stdio")
-    return 0

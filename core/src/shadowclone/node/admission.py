@@ -18,8 +18,9 @@ import attrs
 from shadowclone.config import Config, Paths
 from shadowclone.config.schema import ProviderConfig
 from shadowclone.errors import BadInput, MalformedFile, Refused
+from shadowclone.node.ids import id_time
 from shadowclone.node.index import CloneIndex
-from shadowclone.node.runfolder import RunFolder, id_time
+from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Caps, NetworkMode, Price, Request, SetupRecord
 from shadowclone.node.target import Target, same_repo
 

@@ -12,8 +12,9 @@ from datetime import datetime
 from shadowclone import files
 from shadowclone.config import Paths
 from shadowclone.errors import BadInput, MalformedFile, NotFound
+from shadowclone.node.ids import is_clone_id
 from shadowclone.node.index import CloneIndex
-from shadowclone.node.runfolder import RunFolder, is_clone_id
+from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.views import CloneView, Listing, read_view
 
 log = logging.getLogger("shadowclone.node.local")  # the node operations log under one name

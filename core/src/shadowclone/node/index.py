@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from shadowclone import files
-from shadowclone.node.runfolder import ID_TIME_FORMAT, id_time, is_clone_id, run_folders
+from shadowclone.node.ids import ID_TIME_FORMAT, clone_ids, id_time, is_clone_id
 
 INDEX_FILE = "index"
 ID_LENGTH = 18
@@ -44,7 +44,7 @@ class CloneIndex:
         """Build the index from the folder names if there is none. Under start.lock."""
         if self.path.exists():
             return
-        names = sorted(folder.id for folder in run_folders(self.clones_dir))
+        names = sorted(clone_ids(self.clones_dir))
         files.write_atomic(self.path, "".join(f"{name}\n" for name in names).encode())
 
     def last_time(self) -> datetime | None:
@@ -80,7 +80,7 @@ class CloneIndex:
         """Every id, newest first, read from the end in blocks."""
         records = self._records()
         if records is None:
-            yield from (folder.id for folder in run_folders(self.clones_dir))
+            yield from clone_ids(self.clones_dir)
             return
         with records:
             yield from records.backwards()
@@ -106,7 +106,7 @@ class CloneIndex:
         """The ids that start with `prefix`, oldest first."""
         records = self._records()
         if records is None:
-            return sorted(f.id for f in run_folders(self.clones_dir) if f.id.startswith(prefix))
+            return sorted(name for name in clone_ids(self.clones_dir) if name.startswith(prefix))
         with records:
             key = prefix[:TIME_LENGTH]
             low = bisect.bisect_left(records, key, key=lambda item: item[: len(key)])

@@ -26,8 +26,9 @@ import attrs
 
 from shadowclone import files
 from shadowclone.errors import BadInput, MalformedFile, Refused
+from shadowclone.node.ids import is_clone_id
 from shadowclone.node.index import CloneIndex
-from shadowclone.node.runfolder import RunFolder, is_clone_id
+from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, State
 from shadowclone.node.stopping import STOP_LOCK_TIMEOUT_S
 

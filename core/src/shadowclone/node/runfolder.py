@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import secrets
 import stat
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -17,6 +14,9 @@ import attrs
 from shadowclone import contract, files
 from shadowclone.errors import MalformedFile
 from shadowclone.node import schemas
+from shadowclone.node.ids import (
+    clone_ids,
+)
 from shadowclone.node.schemas import (
     Handoff,
     InboxLine,
@@ -29,34 +29,6 @@ from shadowclone.node.schemas import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-ID_PATTERN = re.compile(r"^(\d{6}-\d{6})-[a-z0-9]{4}$")
-ID_TIME_FORMAT = "%y%m%d-%H%M%S"
-"""The time part of a clone id, in UTC: ids sort by it."""
-_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
-
-
-def new_clone_id(at: datetime) -> str:
-    """Sortable by request time, readable, and unique enough to be created with mkdir."""
-    suffix = "".join(secrets.choice(_ALPHABET) for _ in range(4))
-    return f"{at.astimezone(UTC).strftime(ID_TIME_FORMAT)}-{suffix}"
-
-
-def id_time(clone_id: str) -> datetime | None:
-    """The time in a clone id; None if it is not an id (or names a time that never was)."""
-    match = ID_PATTERN.match(clone_id)
-    if not match:
-        return None
-    try:
-        return datetime.strptime(match.group(1), ID_TIME_FORMAT).replace(tzinfo=UTC)
-    except ValueError:
-        return None
-
-
-def is_clone_id(name: str) -> bool:
-    """A folder or marker name that is a clone id: the shape and a real time."""
-    return id_time(name) is not None
-
 
 MAX_LINE_BYTES = 4 * 1024 * 1024
 """The longest line a JSON-lines reader takes (a final line with a long report fits)."""
@@ -226,13 +198,5 @@ class RunFolder:
 
 def run_folders(clones_dir: Path) -> Iterator[RunFolder]:
     """Every run folder, newest first, by name alone (no file is read)."""
-    try:
-        names = [e.name for e in os.scandir(clones_dir) if is_clone_id(e.name)]
-    except FileNotFoundError:
-        return
-    except OSError as error:
-        raise MalformedFile(
-            clones_dir, f"cannot list the clones folder: {error.strerror}"
-        ) from None
-    for name in sorted(names, reverse=True):
+    for name in clone_ids(clones_dir):
         yield RunFolder(clones_dir / name)

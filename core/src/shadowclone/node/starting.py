@@ -24,7 +24,8 @@ from shadowclone.node.admission import (
     request_for,
 )
 from shadowclone.node.engines import Engines, engine_and_login
-from shadowclone.node.runfolder import RunFolder, new_clone_id
+from shadowclone.node.ids import new_clone_id
+from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import NO_CAPS, Caps
 from shadowclone.node.setups import read_setup
 from shadowclone.node.spares import spare_kind, take_spare

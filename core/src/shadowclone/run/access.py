@@ -32,9 +32,11 @@ from shadowclone.proxy import (
     credential_for_login,
     engine_files,
 )
+from shadowclone.proxy.chatgpt import STATE_FILE as LOGIN_STATE_FILE
 from shadowclone.proxy.secrets import Secrets
 from shadowclone.run.ask.http import AskService
 from shadowclone.run.carry import KeptSession
+from shadowclone.run.credentials import CredentialWatch
 from shadowclone.run.drive.caps import CapGate, CapWatch, Reached
 from shadowclone.run.identity import EngineIdentity
 from shadowclone.run.inbox import FileWatch
@@ -262,6 +264,7 @@ class ModelAccess:
         *,
         egress_proxy: str | None,
         login_state: Path | None,
+        credentials: CredentialWatch,
     ) -> None:
         self.request = request
         self.secrets = secrets
@@ -271,6 +274,11 @@ class ModelAccess:
         self.egress_proxy = egress_proxy
         """How a network-off clone reaches the model's host; only the run program holds it."""
         self.login_state = login_state
+        self.credentials = credentials
+        """What the redactor learns from: the login's state (the proxy's rotated tokens) and
+        the login files of each engine's state folder."""
+        if login_state is not None:
+            credentials.own(login_state / LOGIN_STATE_FILE)
         self.proxy: ModelProxy | None = None
         self._ready: asyncio.Task[ModelProxy] | None = None
         self._noted = False
@@ -291,6 +299,8 @@ class ModelAccess:
     ) -> dict[str, str]:
         """The engine's login: placeholders and the model proxy's address where the proxy
         serves the login, so that the engine never holds the credential; else the values."""
+        given = tuple(secret.file for secret in login.secrets if secret.file)
+        self.credentials.engines(state_dir, (*engine.credential_files, *given))
         upstream = self.request.base_url or engine.default_base_url
         if login.name not in PROXIED_LOGINS or not engine.base_url_env or not upstream:
             env = self.secrets.engine_env(login, state_dir)

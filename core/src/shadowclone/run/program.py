@@ -25,7 +25,6 @@ from shadowclone.node.schemas import Request, RunMode, Step
 from shadowclone.plugin import contract
 from shadowclone.plugin.manager import Registry, load_registry
 from shadowclone.plugin.types import NetworkMode, Outcome
-from shadowclone.proxy.chatgpt import STATE_FILE as LOGIN_STATE_FILE
 from shadowclone.proxy.secrets import Secrets
 from shadowclone.redact import (
     RedactedDescriptors,
@@ -80,8 +79,6 @@ class CloneRun:
     ) -> None:
         identity = identity or EngineIdentity()
         watch = CredentialWatch(secrets.redactor, identity)
-        if login_state is not None:
-            watch.own(login_state / LOGIN_STATE_FILE)
         progress = ProgressWriter(folder, secrets.redactor, watch=watch.check)
         self.ask_service = AskService(folder, secrets.redactor, request.ask_timeout_s)
         known = self.known = Known()
@@ -115,6 +112,7 @@ class CloneRun:
             limits,
             egress_proxy=egress_proxy,
             login_state=login_state,
+            credentials=watch,
         )
         self.asks = AskRelay(engine_area / ASK_OUTBOX, progress)
         self.tasks = Tasks(
@@ -126,7 +124,6 @@ class CloneRun:
             (folder.path, workspace_path, engine_area),
             self.asks.outbox,
             known.trusted_head,
-            watch,
         )
         self.early = EarlyEngine(registry, request, self.access, self.tasks.for_early_start)
         """The engine's program, started beside the target and workspace steps where the

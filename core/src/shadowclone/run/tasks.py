@@ -20,7 +20,6 @@ from shadowclone.plugin.types import EngineLimits, EngineTask
 from shadowclone.run.access import ModelAccess
 from shadowclone.run.ask import ask_command
 from shadowclone.run.ask.http import AskService
-from shadowclone.run.credentials import CredentialWatch
 from shadowclone.run.identity import EngineIdentity
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,6 @@ class Tasks:
         places: tuple[Path, Path, Path],
         ask_outbox: Path,
         trusted_head: Callable[[], bool],
-        credentials: CredentialWatch,
     ) -> None:
         """`places`: the run folder, the workspace and the engine's corner of the run
         folder; `trusted_head`: whether the engine may load the repository's settings."""
@@ -51,7 +49,6 @@ class Tasks:
         self.folder_path, self.workspace_path, self.engine_area = places
         self.ask_outbox = ask_outbox
         self.trusted_head = trusted_head
-        self.credentials = credentials
         self.state_dirs: list[Path] = []
         """The state folders made for the sessions (removed at the clone's end)."""
         self.served = False
@@ -79,8 +76,6 @@ class Tasks:
             self.identity.share(state_dir)
             self.state_dirs.append(state_dir)
         env = await self.access.login_env(engine, login, state_dir)
-        given = tuple(secret.file for secret in login.secrets if secret.file)
-        self.credentials.engines(state_dir, (*engine.credential_files, *given))
         # The environment's remoteEnv, under every variable the login sets.
         for name, value in self.request.lifecycle.environment(os.environ).items():
             env.setdefault(name, value)

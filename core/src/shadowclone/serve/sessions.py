@@ -18,7 +18,8 @@ from urllib.parse import urlparse
 from shadowclone.config.paths import Paths
 from shadowclone.errors import BadInput, MalformedFile
 from shadowclone.node import schemas, sessions
-from shadowclone.node.runfolder import RunFolder, is_clone_id
+from shadowclone.node.ids import is_clone_id
+from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import Record, Request, SessionPointer
 from shadowclone.node.target import Target, same_repo
 

@@ -18,7 +18,8 @@ import attrs
 
 from shadowclone import files
 from shadowclone.errors import MalformedFile
-from shadowclone.node.runfolder import RunFolder, is_clone_id, run_folders
+from shadowclone.node.ids import is_clone_id
+from shadowclone.node.runfolder import RunFolder, run_folders
 from shadowclone.node.schemas import Record, State
 from shadowclone.plugin.types import CloneStatus, Launcher, LaunchState
 from shadowclone.serve import records

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from watchfiles import Change, watch
 
-from shadowclone.node.runfolder import is_clone_id
+from shadowclone.node.ids import is_clone_id
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ from shadowclone.node.engines import (
     NoProvider,
     engine_and_login,
 )
-from shadowclone.node.runfolder import RunFolder, new_clone_id
+from shadowclone.node.ids import new_clone_id
+from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     ProgressKind,
     ProgressLine,

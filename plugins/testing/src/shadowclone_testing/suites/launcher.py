@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 from shadowclone.errors import Refused
+from shadowclone.node.ids import new_clone_id
 from shadowclone.node.runfolder import RunFolder as RunFolder  # noqa: PLC0414 - `arrange` gets one
-from shadowclone.node.runfolder import new_clone_id
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Request
 from shadowclone.node.target import Target
 from shadowclone.plugin import CloneStatus, Launcher, LaunchSpec, LaunchState, Outcome
