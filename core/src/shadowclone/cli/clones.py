@@ -125,9 +125,12 @@ def start(
     app.out.print(f"follow it: shadowclone get {view.id} --follow")
 
 
+_CONTROL_TO_SPACE = {code: " " for code in (*range(0x20), 0x7F)}
+
+
 def tsv_cell(text: str) -> str:
     """A whole value on one row: tabs, newlines and other control characters become spaces."""
-    return "".join(" " if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
+    return text.translate(_CONTROL_TO_SPACE)
 
 
 @click.command(name="list")
@@ -152,7 +155,9 @@ def list_(app: App, include_all: bool, limit: int, as_json: bool) -> None:
     from shadowclone.node.schemas import CONVERTER
 
     table = sys.stdout.isatty()
-    # Streamed, a row at a time: `--all` over a hundred thousand clones holds one of them.
+    # Streamed, a row at a time: `--all` over a hundred thousand clones holds one of them
+    # (written through stdout's own buffer: a flush a row would be a write a row to a pipe).
+    write = sys.stdout.write
     shown = 0
     for item in app.reading_node().views(include_all=include_all, limit=limit):
         if not isinstance(item, CloneView):
@@ -161,15 +166,15 @@ def list_(app: App, include_all: bool, limit: int, as_json: bool) -> None:
         extra = item.pr_url or (f"? {item.question.text}" if item.question else "")
         if as_json:
             data = json.dumps(CONVERTER.unstructure(item), ensure_ascii=False, default=str)
-            click.echo(("[\n" if not shown else ",\n") + data, nl=False)
+            write(("[\n" if not shown else ",\n") + data)
         elif not table:
             requested = item.requested_at.astimezone(UTC).isoformat(timespec="seconds")
             cost = f"{item.usage.cost_usd:.4f}" if item.usage.cost_usd is not None else ""
             row = (item.id, item.state, item.target.key, item.engine, requested, extra, cost)
-            click.echo("\t".join(tsv_cell(str(cell)) for cell in row))
+            write("\t".join(tsv_cell(str(cell)) for cell in row) + "\n")
         else:
             if not shown:
-                click.echo(list_row((*(name for name, _ in LIST_COLUMNS), "PR / QUESTION")))
+                write(list_row((*(name for name, _ in LIST_COLUMNS), "PR / QUESTION")) + "\n")
             state = f"{item.state}" + ("*" if item.stop_requested and item.state.active else "")
             cost = f"${item.usage.cost_usd:.2f}" if item.usage.cost_usd is not None else "-"
             cells = (
@@ -181,12 +186,13 @@ def list_(app: App, include_all: bool, limit: int, as_json: bool) -> None:
                 cost,
                 extra,
             )
-            click.echo(list_row(cells))
+            write(list_row(cells) + "\n")
         shown += 1
     if as_json:
-        click.echo("\n]" if shown else "[]")
+        write("\n]\n" if shown else "[]\n")
     elif not shown and table:
-        click.echo("no clones yet; start one with: shadowclone start owner/repo#N")
+        write("no clones yet; start one with: shadowclone start owner/repo#N\n")
+    sys.stdout.flush()
 
 
 @click.command()
