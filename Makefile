@@ -69,10 +69,11 @@ unit: $(STAMP)
 
 test: $(STAMP) engines github-openapi devcontainer-cli registry docker browser lint typecheck unit
 
-# Every benchmark in full (each prints its ratios against a floor measured in the same run);
-# `make test` runs each in its quick mode only (tests/bench).
+# Every benchmark in full, as one table: each figure against a floor measured in the same run,
+# with its goal; written to bench-results.json (compare two commits with
+# `scripts/bench-table --compare OLD.json`). `make test` runs each in its quick mode only.
 bench: $(STAMP)
-	@for script in bench/*.py; do echo "== $$script"; $(VENV)/bin/python $$script || exit 1; done
+	$(VENV)/bin/python scripts/bench-table --out bench-results.json
 
 clean:
 	rm -rf $(VENV) tools

@@ -27,6 +27,7 @@ from shadowclone.plugin.node import LocalNode
 from shadowclone_testing.demo import _prepare, _serving
 from shadowclone_testing.fakes.github import FakeGitHub
 from shadowclone_testing.scripted import SCRIPT_VARIABLE, Run, Say, Step, script_json
+from shadowclone_testing.timing import record
 
 GOAL_MIB = 60.0
 WAIT_S = 120.0
@@ -90,7 +91,7 @@ def main() -> int:
             rss = [p.memory_info().rss / 2**20 for p in programs]
             for clone_id in ids:
                 folder = RunFolder(paths.clones_dir / clone_id)
-                while (record := folder.record()) is None or record.state.active:
+                while (seen := folder.record()) is None or seen.state.active:
                     if time.monotonic() > deadline:
                         raise SystemExit(f"clone {clone_id} did not end")
                     time.sleep(0.1)
@@ -99,6 +100,7 @@ def main() -> int:
     print(f"unique memory   median {statistics.median(uss):6.1f} MiB  (max {max(uss):.1f})")
     print(f"resident memory median {statistics.median(rss):6.1f} MiB  (max {max(rss):.1f})")
     print(f"goal: at most {GOAL_MIB:.0f} MiB per clone")
+    record("run program's unique memory", statistics.median(uss), unit="MiB", at_most=GOAL_MIB)
     return 0
 
 

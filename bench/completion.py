@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from shadowclone.config import HOME_VARIABLE
-from shadowclone_testing.timing import home_with_clones, median_run
+from shadowclone_testing.timing import home_with_clones, median_run, record
 
 GOALS = {"command name": 2.0, "engine": 2.5, "clone id": 5.0}
 GOAL_S = 0.1
@@ -46,6 +46,14 @@ def main() -> int:
             took = median_run(program, {**env, "COMP_WORDS": words, "COMP_CWORD": cword}, runs)
             ratio = took / floor
             worst = max(worst, ratio / GOALS[what], took / GOAL_S)
+            record(
+                f"TAB: {what}",
+                took,
+                floor=floor,
+                floor_is="python -c 'import click'",
+                at_most_ratio=GOALS[what],
+                at_most=GOAL_S,
+            )
             print(
                 f"{what:<13} {words!r:<34} {took * 1000:7.1f} ms  {ratio:5.1f}x the floor "
                 f"(goal: at most {GOALS[what]:g}x and {GOAL_S * 1000:.0f} ms)"

@@ -26,6 +26,7 @@ from shadowclone.run.context import gather
 from shadowclone.run.github import GithubClient
 from shadowclone.run.plan import resolve
 from shadowclone_testing.fakes.github import FakeGitHub
+from shadowclone_testing.timing import record
 
 REPO = "octo/app"
 
@@ -100,6 +101,14 @@ def main() -> int:
         for name, count, took in rows:
             print(f"{name:22} {count:3} requests  {took * 1000:6.0f} ms  {took / base:5.2f}x")
         print("goal: the issue within 4x of the floor")
+        for name, _, took in rows:
+            record(
+                f"{name}, {args.latency_ms:.0f} ms a request",
+                took,
+                floor=base,
+                floor_is="the issue alone, 1 request",
+                at_most_ratio=4.0 if name.startswith("issue") else None,
+            )
     return 0
 
 

@@ -60,6 +60,7 @@ from shadowclone.serve.loop import ServeSettings, serve_clones
 from shadowclone_docker_launch.launcher import LABEL_SPARE
 from shadowclone_testing.fakes.github import FakeGitHub
 from shadowclone_testing.fakes.models import FakeModelServer
+from shadowclone_testing.timing import record
 
 WAIT_S = 60.0
 LOGINS = {"claude": "claude-api-key", "codex": "openai-api-key"}
@@ -365,6 +366,13 @@ def main(argv: list[str]) -> int:
         alone = shown(f"{engine} alone -> first model request", measured.engine_times)
         ratios.append(f"{engine} {clone / (bare + alone):.2f}x")
         print(f"ratio: {clone / (bare + alone):.2f}x the floor (goal: at most {GOAL}x)")
+        record(
+            f"{engine}: start -> first model request",
+            clone,
+            floor=bare + alone,
+            floor_is=f"docker run + {engine} alone",
+            at_most_ratio=GOAL,
+        )
         if args.against is not None:
             other = shown(f"the same on {args.against}", measured.clone_times[args.against])
             print(f"its ratio: {other / (bare + alone):.2f}x the floor")

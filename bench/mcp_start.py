@@ -20,6 +20,7 @@ import tempfile
 import time
 
 from shadowclone.config import HOME_VARIABLE, default_paths, init_config
+from shadowclone_testing.timing import record
 
 GOAL = 5.0
 GOAL_S = 0.5
@@ -75,6 +76,14 @@ def main() -> int:
         base = statistics.median(floor(env, "click") for _ in range(runs))
         sdk = statistics.median(floor(env, "mcp.server") for _ in range(runs))
         took = statistics.median(answered(env) for _ in range(runs))
+    record(
+        "initialize answered",
+        took,
+        floor=base,
+        floor_is="python -c 'import click'",
+        at_most_ratio=GOAL,
+        at_most=GOAL_S,
+    )
     print(f"floor: python -c 'import click'       {base * 1000:7.1f} ms (median of {runs})")
     print(f"the SDK: python -c 'import mcp.server' {sdk * 1000:7.1f} ms")
     print(

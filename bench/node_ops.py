@@ -31,6 +31,7 @@ from shadowclone.node.schemas import Record, Request, SetupRecord, State
 from shadowclone.node.setups import write_setup
 from shadowclone.node.target import Target
 from shadowclone.plugin.node import LocalNode, local_node
+from shadowclone_testing.timing import record
 
 REPEAT = 30
 STARTS = 200
@@ -146,6 +147,13 @@ def main() -> int:
     large, p99 = measure(many, repeat, starts)
     print(f"{'operation':<14} {'10 folders':>12} {f'{many:,} folders':>18} {'ratio':>8}")
     for name in small:
+        record(
+            f"{name} at {many:,} clones",
+            large[name],
+            floor=small[name],
+            floor_is="the same at 10",
+            at_most_ratio=2.0,
+        )
         print(
             f"{name:<14} {small[name] * 1000:>10.2f}ms {large[name] * 1000:>16.2f}ms "
             f"{large[name] / small[name]:>7.2f}x   (goal: at most 2x)"
@@ -154,7 +162,16 @@ def main() -> int:
         f"start at {many:,}: 99th percentile of {starts} {p99 * 1000:.1f} ms "
         f"(goal: under {START_P99_GOAL_S * 1000:.0f} ms)"
     )
+    record(f"start at {many:,} clones, 99th percentile", p99, at_most=START_P99_GOAL_S)
     took, floor, peak = list_all(many)
+    record(
+        f"list --all at {many:,} clones",
+        took,
+        floor=floor,
+        floor_is="reading and parsing in process",
+        at_most_ratio=1.5,
+    )
+    record(f"list --all at {many:,} clones, peak memory", peak, unit="MiB", at_most=100.0)
     print(
         f"list --all at {many:,}: {took:.2f} s in the CLI against {floor:.2f} s reading and "
         f"parsing in-process: {took / floor:.2f}x (goal: at most 1.5x); "

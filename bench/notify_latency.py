@@ -43,6 +43,7 @@ from shadowclone_fake_launch.scripts import (
     ScriptsFile,
     write_scripts,
 )
+from shadowclone_testing.timing import record
 
 WAIT_S = 30.0
 
@@ -190,6 +191,10 @@ def main(argv: list[str]) -> int:
     heard = shown("question -> webhook notification received", told)
     node_floor = shown("answer by node.answer (the CLI) -> clone", by_node)
     dashboard_time = shown("answer in the dashboard -> clone", by_dashboard)
+    record("question -> notification", heard, floor=floor, floor_is="serve noticing it")
+    record(
+        "dashboard answer -> clone", dashboard_time, floor=node_floor, floor_is="the CLI's answer"
+    )
     print(
         f"ratio: notification {heard / floor:.2f}x serve's noticing; "
         f"dashboard answer {dashboard_time / node_floor:.2f}x the CLI's"

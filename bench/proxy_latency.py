@@ -29,6 +29,7 @@ from pathlib import Path
 import httpx2
 from shadowclone.proxy import PLACEHOLDERS
 from shadowclone_testing.fakes.models import FakeModelServer, ModelRequest, Reply, Text
+from shadowclone_testing.timing import record
 
 REQUEST = {
     "model": "bench",
@@ -119,6 +120,12 @@ def report(title: str, direct: list[float], proxied: list[float]) -> None:
     ratio = statistics.median(proxied) / statistics.median(direct)
     added = (statistics.median(proxied) - statistics.median(direct)) * 1000
     print(f"  time to first token: {ratio:.3f} x direct ({added:+.2f} ms median)")
+    record(
+        f"time to first token through the proxy, {title}",
+        statistics.median(proxied),
+        floor=statistics.median(direct),
+        floor_is="direct to the fake server",
+    )
 
 
 def main() -> None:

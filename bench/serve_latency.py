@@ -44,6 +44,7 @@ from shadowclone_fake_launch.scripts import (
     ScriptsFile,
     write_scripts,
 )
+from shadowclone_testing.timing import record
 
 SERVE_PROGRAM = "import sys\nfrom shadowclone.cli import main\nsys.exit(main(['serve']))\n"
 FINISH = "finish now"
@@ -183,6 +184,7 @@ def main() -> None:
             time.sleep(args.idle)
             after, elapsed = process.cpu_times(), time.monotonic() - started
             used = (after.user - before.user) + (after.system - before.system)
+            record("serve's idle CPU", 100 * used / elapsed, unit="% of a core", at_most=1.0)
             print(
                 f"serve idle CPU: {used:.3f} s over {elapsed:.1f} s = "
                 f"{100 * used / elapsed:.2f} % of one core (goal: at most 1 %); "
@@ -196,7 +198,15 @@ def main() -> None:
             print(describe("send -> serve -> clone", sent))
             ratio = statistics.median(sent) / statistics.median(direct)
             print(f"send -> clone median is {ratio:.1f} x the clone's own floor")
-            print(describe("final line -> ended record", endings(node, ids)), "(goal: 100 ms)")
+            record(
+                "send -> clone",
+                statistics.median(sent),
+                floor=statistics.median(direct),
+                floor_is="deliveries append -> clone",
+            )
+            ended = endings(node, ids)
+            print(describe("final line -> ended record", ended), "(goal: 100 ms)")
+            record("final line -> ended record", statistics.median(ended), at_most=0.1)
         finally:
             serve.terminate()
             serve.wait(WAIT_S)

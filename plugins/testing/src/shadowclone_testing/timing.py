@@ -1,10 +1,14 @@
-"""What the start-up benchmarks share (bench/cli_start.py, bench/completion.py): a command's
-median wall time as new processes, and a home with a few queued clones to time it on."""
+"""What the benchmarks share: each figure they measure, recorded for the one table of
+`scripts/bench-table` (`record`); a command's median wall time as new processes, and a home
+with a few queued clones to time it on (bench/cli_start.py, bench/completion.py)."""
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,6 +17,39 @@ from shadowclone.config import HOME_VARIABLE, default_paths, init_config, set_va
 from shadowclone.node.schemas import SetupRecord
 from shadowclone.node.setups import write_setup
 from shadowclone.plugin.node import local_node
+
+RESULTS_VARIABLE = "SHADOWCLONE_BENCH_RESULTS"
+"""Names the file (JSON lines) a benchmark appends each recorded figure to."""
+
+
+def record(
+    measure: str,
+    value: float,
+    *,
+    unit: str = "s",
+    floor: float | None = None,
+    floor_is: str = "",
+    at_most_ratio: float | None = None,
+    at_most: float | None = None,
+) -> None:
+    """One figure of the running benchmark: its value, the floor it is measured against in the
+    same run (what `floor_is`), and its goals (a ratio to the floor, an absolute bound), for
+    `scripts/bench-table`. Nothing happens unless `RESULTS_VARIABLE` names a file."""
+    target = os.environ.get(RESULTS_VARIABLE)
+    if not target:
+        return
+    line = {
+        "bench": Path(sys.argv[0]).stem,
+        "measure": measure,
+        "value": value,
+        "unit": unit,
+        "floor": floor,
+        "floor_is": floor_is,
+        "at_most_ratio": at_most_ratio,
+        "at_most": at_most,
+    }
+    with open(target, "a", encoding="utf-8") as results:
+        results.write(json.dumps(line) + "\n")
 
 
 def median_run(argv: Sequence[str], env: Mapping[str, str], runs: int) -> float:
