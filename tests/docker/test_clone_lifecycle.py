@@ -9,8 +9,10 @@ from __future__ import annotations
 import signal
 
 import pytest
+from shadowclone.contract import CONTAINER_REPO_CACHE
 from shadowclone.node.schemas import State
 from shadowclone.plugin import Outcome
+from shadowclone.run.repocache import COMPLETE, MIRROR
 from shadowclone_testing.containers import (
     ANTHROPIC_KEY,
     MESSAGE,
@@ -50,6 +52,12 @@ def test_a_clone_in_a_container_opens_a_pull_request_and_hears_a_message_mid_run
         world.gone(clone_id)
     assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), record
     assert world.model.saw_text(MESSAGE), "the message reached the model"
+    # The workspace borrowed the objects of the repository's cache, kept on the host.
+    run_folder = world.node.paths.clones_dir / clone_id
+    alternates = run_folder / "workspace/.git/objects/info/alternates"
+    assert alternates.read_text().split() == [f"{CONTAINER_REPO_CACHE}/{MIRROR}/objects"]
+    cache = world.node.paths.repo_cache("owner/app")
+    assert [found.parent.name for found in cache.rglob(COMPLETE)] == [MIRROR]
     [pull] = world.github.pull_requests("owner/app")
     assert record.pr_url is not None and record.pr_url.endswith(f"/pull/{pull.number}")
     assert pull.pull is not None

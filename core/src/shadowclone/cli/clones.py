@@ -23,6 +23,7 @@ from shadowclone.cli.params import ENGINE, complete_clone_id
 from shadowclone.errors import ShadowcloneError
 
 if TYPE_CHECKING:
+    from shadowclone.node.repocaches import RepoCache
     from shadowclone.node.retention import Removed
     from shadowclone.node.schemas import ProgressLine
 
@@ -384,34 +385,59 @@ def rm(app: App, clone_ids: tuple[str, ...], as_json: bool) -> int:
 @click.option(
     "--older-than",
     "older_than",
-    required=True,
     metavar="DURATION",
     help="Remove clones that ended at least this long ago: 30d, 12h, 1w2d (s, m, h, d, w).",
 )
-@click.option("--dry-run", is_flag=True, help="Only list the clones that would be removed.")
+@click.option(
+    "--caches",
+    is_flag=True,
+    help="Remove the repositories' caches too, but those of repositories with an active clone.",
+)
+@click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 @json_option
 @pass_app
-def prune(app: App, older_than: str, dry_run: bool, as_json: bool) -> None:
-    """Remove every clone that ended more than --older-than ago; active clones stay.
+def prune(app: App, older_than: str | None, caches: bool, dry_run: bool, as_json: bool) -> None:
+    """Remove every clone that ended more than --older-than ago (active clones stay), and with
+    --caches the repositories' caches, which the next clone of each makes again.
 
     \b
     Examples:
       shadowclone prune --older-than 30d --dry-run
       shadowclone prune --older-than 2w
+      shadowclone prune --caches
     """
     from shadowclone.config.durations import parse_duration
 
-    gone = app.node().prune(parse_duration(older_than), dry_run=dry_run)
+    if older_than is None and not caches:
+        raise click.UsageError("say what to remove: --older-than DURATION, --caches, or both")
+    gone = app.node().prune(parse_duration(older_than), dry_run=dry_run) if older_than else []
+    dropped = _prune_caches(app, dry_run) if caches else []
     if as_json:
-        emit_json(gone)
+        emit_json({"clones": gone, "caches": dropped} if caches else gone)
         return
     verb = "would remove" if dry_run else "removed"
     for item in gone:
         app.out.print(f"{verb} {item.id} ({item.state}, {size(item.bytes)})")
         if item.left:
             click.echo(f"warning: {item.id}: {item.left}", err=True)
-    total = size(sum(item.bytes for item in gone))
-    app.out.print(f"{verb} {len(gone)} clone{'' if len(gone) == 1 else 's'}, {total}")
+    if older_than:
+        total = size(sum(item.bytes for item in gone))
+        app.out.print(f"{verb} {len(gone)} clone{'' if len(gone) == 1 else 's'}, {total}")
+    for cache in dropped:
+        app.out.print(f"{verb} the cache of {cache.repo} ({size(cache.bytes)})")
+
+
+def _prune_caches(app: App, dry_run: bool) -> list[RepoCache]:
+    from shadowclone.node.repocaches import drop_repo_caches, repo_caches
+
+    node = app.node()
+    active = {view.target.repo_full_name.lower() for view in node.active()}
+    if dry_run:
+        return [cache for cache in repo_caches(node.paths) if cache.repo not in active]
+    dropped, problems = drop_repo_caches(node.paths, active)
+    for problem in problems:
+        click.echo(f"warning: {problem}", err=True)
+    return dropped
 
 
 COMMANDS = (start, list_, get, send, answer, stop, rm, prune)

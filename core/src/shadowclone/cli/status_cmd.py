@@ -191,6 +191,19 @@ def _setups(app: App) -> list[Check]:
     return checks
 
 
+def _caches(app: App) -> list[Check]:
+    """The repositories' caches: their size and when each last fetched."""
+    from shadowclone.cli.clones import size
+    from shadowclone.node.repocaches import repo_caches
+
+    checks = []
+    for cache in repo_caches(app.node().paths):
+        when = f"fetched {ago(cache.updated_at)}" if cache.updated_at else "not filled yet"
+        detail = f"{size(cache.bytes)}, {when} ({cache.path})"
+        checks.append(Check(f"cache {cache.repo}", True, detail))
+    return checks
+
+
 def _secrets(app: App) -> Check:
     """By its metadata alone: host code never opens the secrets file."""
     path = app.node().paths.secrets_file
@@ -229,6 +242,7 @@ def status(app: App, as_json: bool) -> int:
     checks = [_serve(app), _service()]
     if usable:
         checks += [_launcher(app), *_queue(app), *config, *_setups(app), _secrets(app)]
+        checks += _caches(app)
     else:
         checks += config
     blocked = any(c.blocks and not c.ok for c in checks)

@@ -58,6 +58,16 @@ class Paths:
         return self.config_file.with_name("completion-cache.json")
 
     @property
+    def repo_caches_dir(self) -> Path:
+        """The repositories' caches (run/repocache.py), one folder each: `OWNER/NAME`."""
+        return self.clones_dir / "repos"
+
+    def repo_cache(self, full_name: str) -> Path:
+        """The cache folder of the repository `owner/name` (as GitHub spells it, any case)."""
+        owner, name = full_name.lower().split("/")
+        return self.repo_caches_dir / owner / name
+
+    @property
     def sessions_dir(self) -> Path:
         """serve's pointers from each pull request to the clone that last kept an engine
         session for it (serve/sessions.py)."""

@@ -282,6 +282,12 @@ class LaunchSpec:
     engine works for a stranger: what it leaves there would reach the owner's next clones."""
     environment: EnvironmentRecipe | None = None
     """The repository's environment, which `Launcher.prepare` makes the clone's image of."""
+    repo_cache: Path | None = None
+    """The repository's cache on the host (a bare mirror of its branches, which outlives the
+    clone): shared read-write where `contract.REPO_CACHE_VARIABLE` tells the run program, at
+    the same path in every launch of the clone (its workspace borrows the mirror's objects).
+    The run program keeps it; the engine's user may read it, never write it. None: every
+    clone clones from GitHub."""
 
 
 class LaunchState(enum.StrEnum):

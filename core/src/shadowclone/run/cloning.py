@@ -11,10 +11,12 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
+from shadowclone import contract
 from shadowclone.contract import SHARED_DIR_MODE
 from shadowclone.errors import ShadowcloneError
 
@@ -64,13 +66,24 @@ def clone_url_for(github_url: str, full_name: str) -> str | None:
     return f"{github_url.rstrip('/')}/{full_name}.git"
 
 
+def repo_cache(environ: Mapping[str, str]) -> Path | None:
+    """The repository's cache the launcher shares into the clone, if it does."""
+    found = environ.get(contract.REPO_CACHE_VARIABLE, "")
+    return Path(found) if found.startswith("/") else None
+
+
 def start_clone(
-    path: Path, clone_url: str, token: str, shared_gid: int | None = None
+    path: Path,
+    clone_url: str,
+    token: str,
+    shared_gid: int | None = None,
+    cache: Path | None = None,
 ) -> subprocess.Popen[str]:
     """Start cloning the repository's default branch into `path` (made if need be);
     `finish_clone` waits for it. With `shared_gid`, `path` is first made a shared folder of
     that group, so everything git makes in it is shared with the engine as it is made (the
-    caller sets `SHARED_UMASK`): no walk over the work tree afterwards."""
+    caller sets `SHARED_UMASK`): no walk over the work tree afterwards. With `cache`, the
+    repository's cache (run/repocache.py) is brought up to date and the clone made from it."""
     path.mkdir(parents=True, exist_ok=True)
     if shared_gid is not None and path.stat().st_uid == os.geteuid():
         os.chown(path, -1, shared_gid)
@@ -79,8 +92,13 @@ def start_clone(
     # The checkout writes the work tree on every CPU (from 100 files on, git's threshold):
     # with thousands of files it is most of the clone, on the way to the engine's start.
     parallel = "checkout.workers=0"
+    if cache is not None:
+        argv = [sys.executable, "-m", "shadowclone.run.repocache", str(cache), clone_url]
+    else:
+        argv = ["git", "-c", credentials, "-c", parallel, "clone", "--quiet", "--no-tags"]
+        argv += [clone_url, "."]
     return subprocess.Popen(
-        ["git", "-c", credentials, "-c", parallel, "clone", "--quiet", "--no-tags", clone_url, "."],
+        argv,
         cwd=path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

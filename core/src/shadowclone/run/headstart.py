@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shadowclone import contract, files
 from shadowclone.errors import ShadowcloneError
-from shadowclone.run.cloning import clone_url_for, finish_clone, kill_clone, start_clone
+from shadowclone.run.cloning import (
+    clone_url_for,
+    finish_clone,
+    kill_clone,
+    repo_cache,
+    start_clone,
+)
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -144,7 +150,10 @@ class HeadStart:
             os.umask(contract.SHARED_UMASK)
         if guess is not None:
             try:
-                head.cloning = start_clone(head.workspace, guess, head.reads.token, shared_gid)
+                cache = repo_cache(environ)
+                head.cloning = start_clone(
+                    head.workspace, guess, head.reads.token, shared_gid, cache
+                )
             except OSError:
                 return None
         import concurrent.futures

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 
 from shadowclone.node.schemas import Step
 from shadowclone.run import threads
 from shadowclone.run.ask.reads import GithubReads
-from shadowclone.run.cloning import clone_url_for
+from shadowclone.run.cloning import clone_url_for, repo_cache
 from shadowclone.run.context import Context, Trust, gather
 from shadowclone.run.engine_settings import take_from_base
 from shadowclone.run.github import GithubClient
@@ -143,8 +144,11 @@ class Targeting:
     def _clone(self, url: str, *, again: bool = False) -> asyncio.Future[None]:
         basics = self.basics
         token, identity = basics.secrets.github_token, basics.identity
+        cache = repo_cache(os.environ)
         return asyncio.ensure_future(
-            asyncio.to_thread(clone, basics.workspace_path, url, token, identity, again=again)
+            asyncio.to_thread(
+                clone, basics.workspace_path, url, token, identity, again=again, cache=cache
+            )
         )
 
     async def workspace(self) -> None:

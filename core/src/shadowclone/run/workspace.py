@@ -187,13 +187,16 @@ def clone(
     identity: EngineIdentity | None = None,
     *,
     again: bool = False,
+    cache: Path | None = None,
 ) -> None:
     """Clone the repository's default branch into `path` (made, shared with the engine), before
     `prepare`: it needs only the repository's address, so it runs while the target is still
-    being read. `again`: whatever an earlier clone left in `path` goes first."""
+    being read. `again`: whatever an earlier clone left in `path` goes first. `cache`: the
+    repository's cache to clone from (run/repocache.py)."""
     if again:
         shutil.rmtree(path, ignore_errors=True)
-    finish_clone(start_clone(path, clone_url, token, (identity or EngineIdentity()).workspace_gid))
+    shared_gid = (identity or EngineIdentity()).workspace_gid
+    finish_clone(start_clone(path, clone_url, token, shared_gid, cache))
 
 
 def prepare(

@@ -193,6 +193,9 @@ class Launches:
         if request.token_url:
             login_state = paths.login_state(request.login)
             login_state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        repo_cache = paths.repo_cache(request.target.repo_full_name)
+        files.make_folder(repo_cache)
+        repo_cache.chmod(0o755)  # the engine's user reads the mirror in it, writes nothing
         environment = None
         if request.environment is not None and clone.record.image is None:
             environment = recipe_for(config, paths, request.target.repo_full_name)
@@ -206,6 +209,7 @@ class Launches:
             model_host=model_host,
             auth_host=urlparse(request.token_url).netloc or None if request.token_url else None,
             login_state=login_state,
+            repo_cache=repo_cache,
             labels={LABEL_CLONE: clone.id, LABEL_TARGET: request.target.key},
             env={contract.CLONE_ID_VARIABLE: clone.id},
             cpus=config.limits.cpus,

@@ -28,6 +28,7 @@ VERSION_LABEL = "io.shadowclone.version"
 RUN_FOLDER = contract.CONTAINER_RUN_FOLDER
 SECRETS_FILE = contract.CONTAINER_SECRETS_FILE
 LOGIN_STATE = "/clone/login-state"
+REPO_CACHE = contract.CONTAINER_REPO_CACHE
 HOME = "/home/clone"
 PRIVATE = "/run/clone"
 """The in-memory folder where the image's entry point copies the secrets of a root owner."""

@@ -49,6 +49,7 @@ from shadowclone_docker_launch.names import (
     LOGIN_STATE_VARIABLE,
     OWNER_VARIABLE,
     PRIVATE,
+    REPO_CACHE,
     RUN_FOLDER,
     SECRETS_FILE,
 )
@@ -93,6 +94,8 @@ class Recipe:
             environment[contract.CLONE_ID_VARIABLE] = spec.clone_id
         if spec.login_state is not None:
             environment[LOGIN_STATE_VARIABLE] = LOGIN_STATE
+        if spec.repo_cache is not None:
+            environment[contract.REPO_CACHE_VARIABLE] = REPO_CACHE
         if spec.caches:  # clone-entry hands a cache the image has no folder for to the engine
             environment["SHADOWCLONE_CACHES"] = ":".join(spec.caches.values())
         return environment
@@ -105,9 +108,24 @@ class Recipe:
             )
         if spec.login_state is not None:
             mounts.append(Mount(LOGIN_STATE, str(self.login_state(spec.login_state)), type="bind"))
+        if spec.repo_cache is not None:
+            mounts.append(Mount(REPO_CACHE, str(self.repo_cache(spec.repo_cache)), type="bind"))
         # A new volume starts with what the image holds at its path (owner and mode too).
         mounts += [Mount(path, volume, type="volume") for volume, path in spec.caches.items()]
         return mounts
+
+    def repo_cache(self, folder: Path) -> Path:
+        """The folder to mount as the repository's cache: the one serve made, or, for a root
+        owner, a subfolder of it handed to the `clone` user, the run program's; the engine's
+        user reads it (0755) and writes nothing in it."""
+        folder = folder.absolute()
+        folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+        if self.owner[0] != 0:
+            return folder
+        inner = folder / f"uid-{CLONE_UID}"
+        inner.mkdir(mode=0o755, exist_ok=True)
+        os.chown(inner, CLONE_UID, CLONE_UID, follow_symlinks=False)
+        return inner
 
     def login_state(self, folder: Path) -> Path:
         """The folder to mount as the login's state: the one serve made, or, for a root owner,

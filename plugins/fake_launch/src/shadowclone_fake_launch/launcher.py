@@ -391,6 +391,8 @@ def _clone_env(spec: LaunchSpec, home: Path, python: str) -> dict[str, str]:
     )
     if spec.login_state is not None:
         env[LOGIN_STATE_VARIABLE] = str(spec.login_state)
+    if spec.repo_cache is not None:
+        env[contract.REPO_CACHE_VARIABLE] = str(spec.repo_cache.absolute())
     return env
 
 

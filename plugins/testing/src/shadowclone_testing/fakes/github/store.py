@@ -75,24 +75,24 @@ class GitHubStore:
         files: Mapping[str, str] | None = None,
         private: bool = True,
         default_branch: str = "main",
+        from_bare: Path | None = None,
     ) -> None:
-        """A repository whose default branch holds `files` (a README if none are given). An
-        owner that is no user is an organization: only collaborators get access."""
+        """A repository whose default branch holds `files` (a README if none are given), or a
+        copy of the bare repository `from_bare` (a large one made once for the tests). An owner
+        that is no user is an organization: only collaborators get access."""
         owner, name = _split(full_name)
         with self.lock:
             if self.state.repo(full_name) is not None:
                 raise ValueError(f"repository {full_name} exists already")
             path = self.repo_path(full_name)
-            git.init_bare(path, default_branch)
-            author = self.state.users.get(owner)
-            git.commit_files(
-                path,
-                default_branch,
-                files if files is not None else {"README.md": f"# {name}\n"},
-                message="Initial commit",
-                author_name=author.name if author else owner,
-                author_email=author.email if author else f"{owner}@users.noreply.example",
-            )
+            if from_bare is not None:
+                git.clone_bare(from_bare, path)
+            else:
+                git.init_bare(path, default_branch)
+                readme = {"README.md": f"# {name}\n"}
+                author = self.state.users.get(owner)
+                chosen = readme if files is None else files
+                _first_commit(path, default_branch, chosen, owner, author)
             self.state.repos[full_name] = Repo(
                 owner=owner,
                 name=name,
@@ -292,3 +292,16 @@ def _split(full_name: str) -> tuple[str, str]:
     if not owner or not name or "/" in name:
         raise ValueError(f"{full_name!r} is not owner/name")
     return owner, name
+
+
+def _first_commit(
+    path: Path, branch: str, files: Mapping[str, str], owner: str, author: User | None
+) -> None:
+    git.commit_files(
+        path,
+        branch,
+        files,
+        message="Initial commit",
+        author_name=author.name if author else owner,
+        author_email=author.email if author else f"{owner}@users.noreply.example",
+    )
