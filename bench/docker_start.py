@@ -6,7 +6,9 @@ Run (root, after scripts/start-docker and scripts/build-image):
 `python bench/docker_start.py [--runs 5] [--engine claude|codex|both]` (both by default);
 `--github-latency-ms N` answers each fake GitHub request N ms late, as a GitHub across the
 internet would (the floor has no GitHub: compare two images at the same latency with it).
-`--files N` gives the repository N files in 50 folders (one README by default).
+`--files N` gives the repository N files in 50 folders (one README by default); `--repository
+PATH` serves that bare repository instead, and `--cold` empties the repository's cache before
+each run (bench/repo_start.py runs these).
 `--against IMAGE` also starts each run's clone on IMAGE, the two side by side in alternating
 order (an even number of runs: each image goes first in half of them), and prints the median
 of the runs' differences: a change smaller than the machine's drift between runs still shows.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -56,6 +59,7 @@ from shadowclone.node.schemas import Request, SetupRecord
 from shadowclone.node.setups import write_setup
 from shadowclone.node.spares import spare_kind
 from shadowclone.plugin.node import LocalNode
+from shadowclone.run.repocache import MIRROR
 from shadowclone.serve.loop import ServeSettings, serve_clones
 from shadowclone_docker_launch.launcher import LABEL_SPARE
 from shadowclone_testing.fakes.github import FakeGitHub
@@ -161,6 +165,8 @@ def measure(
     github_latency_s: float = 0.0,
     files: int = 1,
     spares: int | None = None,
+    repository: Path | None = None,
+    cold: bool = False,
 ) -> Measured:
     """`runs` rounds of a clone of `engine` in Docker under serve on each of `images` (their
     order alternating), each round beside a bare `docker run` of the first image and a bare
@@ -190,9 +196,12 @@ def measure(
             ):
                 set_value(paths, key, value)
             token = github.add_user("owner", name="The Owner", email="owner@example.com")
-            tree = {"README.md": "# app\n"}
-            tree.update({f"src/m{n % 50}/f{n}.py": f"N = {n}\n" for n in range(files - 1)})
-            github.create_repo("owner/app", files=tree)
+            if repository is not None:
+                github.create_repo("owner/app", from_bare=repository)
+            else:
+                tree = {"README.md": "# app\n"}
+                tree.update({f"src/m{n % 50}/f{n}.py": f"N = {n}\n" for n in range(files - 1)})
+                github.create_repo("owner/app", files=tree)
             paths.secrets_file.write_text(
                 f'github_token = "{token}"\nanthropic_api_key = "sk-ant-bench"\n'
                 'openai_api_key = "sk-bench"\n'
@@ -245,6 +254,8 @@ def measure(
                         )
                         if spares != 0:  # as when clones are not seconds apart
                             wait_for_spare(paths, kinds[name])
+                        if cold:
+                            empty_repo_cache(paths)
                         took, lines = clone_once(nodes[name], paths, model, f"owner/app#{number}")
                         clone_times[name].append(took)
                         if name == image:
@@ -254,6 +265,12 @@ def measure(
                 serve.join(WAIT_S)
 
     return Measured(engine, clone_times, bare_times, engine_times, steps)
+
+
+def empty_repo_cache(paths: Paths) -> None:
+    """Remove the repository's mirror, leaving its folders (a waiting spare has them mounted)."""
+    for mirror in sorted(paths.repo_cache("owner/app").rglob(MIRROR)):
+        shutil.rmtree(mirror)
 
 
 def newest_request(paths: Paths) -> Request:
@@ -337,6 +354,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--files", type=int, default=1, help="the repository's files (a README by default)"
     )
+    parser.add_argument("--repository", type=Path, help="a bare repository to serve instead")
+    parser.add_argument("--cold", action="store_true", help="no repository cache at each run")
     parser.add_argument(
         "--against",
         metavar="IMAGE",
@@ -359,7 +378,17 @@ def main(argv: list[str]) -> int:
         args.runs += 1  # each image goes first in half the pairs: the first of a pair is slower
     latency_s = args.github_latency_ms / 1000
     for engine in engines:
-        measured = measure(engine, args.runs, images, address, latency_s, args.files, args.spares)
+        measured = measure(
+            engine,
+            args.runs,
+            images,
+            address,
+            latency_s,
+            args.files,
+            args.spares,
+            repository=args.repository,
+            cold=args.cold,
+        )
         print(f"engine {engine}, image {args.image}, {args.runs} runs, {args.files} files")
         clone = shown("start -> first model request", measured.clone_times[args.image])
         bare = shown("docker run --rm IMAGE true", measured.bare_times)
