@@ -115,28 +115,24 @@ class Recipe:
         return mounts
 
     def repo_cache(self, folder: Path) -> Path:
-        """The folder to mount as the repository's cache: the one serve made, or, for a root
-        owner, a subfolder of it handed to the `clone` user, the run program's; the engine's
-        user reads it (0755) and writes nothing in it."""
-        folder = folder.absolute()
-        folder.mkdir(mode=0o755, parents=True, exist_ok=True)
-        if self.owner[0] != 0:
-            return folder
-        inner = folder / f"uid-{CLONE_UID}"
-        inner.mkdir(mode=0o755, exist_ok=True)
-        os.chown(inner, CLONE_UID, CLONE_UID, follow_symlinks=False)
-        return inner
+        """The folder to mount as the repository's cache: the run program's to write, the
+        engine's user's to read (0755), never to write."""
+        return self._run_programs(folder, 0o755)
 
     def login_state(self, folder: Path) -> Path:
-        """The folder to mount as the login's state: the one serve made, or, for a root owner,
-        a subfolder of it handed to the `clone` user (its parent stays root's 0700, so a host
-        user with the clone's uid cannot reach it)."""
+        """The folder to mount as the login's state: the run program's alone (0700), so a
+        host user with the clone's uid cannot reach it either."""
+        return self._run_programs(folder, 0o700)
+
+    def _run_programs(self, folder: Path, mode: int) -> Path:
+        """`folder`, which serve made, as the run program's: for a root owner a subfolder of
+        it handed to the `clone` user, the run program's (its parent stays root's)."""
         folder = folder.absolute()
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.mkdir(mode=mode, parents=True, exist_ok=True)
         if self.owner[0] != 0:
             return folder
         inner = folder / f"uid-{CLONE_UID}"
-        inner.mkdir(mode=0o700, exist_ok=True)
+        inner.mkdir(mode=mode, exist_ok=True)
         os.chown(inner, CLONE_UID, CLONE_UID, follow_symlinks=False)
         return inner
 
