@@ -245,12 +245,13 @@ class Redactor:
     def learn(self, secrets: Iterable[str]) -> bool:
         """Redact these values too from now on (a token the login rotated after the secrets
         file was read); True if any was new. Safe beside threads that redact meanwhile."""
-        known = set(self._values)
-        new = {_without_whitespace(secret) for secret in secrets} - known
-        new = {value for value in new if len(value) >= MIN_SECRET_LENGTH}
-        if not new:
-            return False
+        offered = {_without_whitespace(secret) for secret in secrets}
+        offered = {value for value in offered if len(value) >= MIN_SECRET_LENGTH}
         with self._learning:
+            known = set(self._values)
+            new = offered - known
+            if not new:
+                return False
             forms = {form.source: form for form in self._forms}
             for value in sorted(new):
                 for form in _forms_of(value):
