@@ -62,7 +62,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "prune": (
         "clones",
         "prune",
-        "Remove every clone that ended more than --older-than ago; active clones stay.",
+        "Remove every clone that ended more than --older-than ago (active clones stay), and "
+        "with --caches the repositories' caches, which the next clone of each makes again.",
     ),
     "status": (
         "status_cmd",
