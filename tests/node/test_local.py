@@ -11,7 +11,9 @@ import attrs
 import pytest
 from shadowclone.config import Paths, set_value
 from shadowclone.config.schema import ProviderConfig
-from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused
+from shadowclone.errors import BadInput, MalformedFile, NotFound, Refused, ShadowcloneError
+from shadowclone.node import clones as clones_module
+from shadowclone.node import views
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import (
     INBOX_CLOSED,
@@ -25,6 +27,7 @@ from shadowclone.node.schemas import (
     Step,
     now,
 )
+from shadowclone.node.views import CloneView
 from shadowclone.plugin import Family
 from shadowclone.plugin.node import LocalNode, local_node
 from shadowclone_testing.harness import set_up, skip_or_fail
@@ -389,3 +392,26 @@ def test_follow_streams_lines_until_the_final_line(sc_node: LocalNode, sc_home: 
     seen = [line.text for line in sc_node.follow(view.id, poll_s=0.2)]
     writer.join()
     assert seen == ["issue #1", "cloned", "working", "done"]
+
+
+def test_start_reads_only_the_active_clones_on_its_own_target(
+    sc_node: LocalNode, sc_home: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With many clones queued (serve down), a start reads the folders of none of them but
+    those on its own issue: the active markers name their targets."""
+    set_up(sc_home)
+    queued = [sc_node.start(f"acme/app#{number}").id for number in range(1, 41)]
+    read: list[str] = []
+    original = views.read_view
+
+    def counted(folder: RunFolder, lines: int = 0) -> CloneView:
+        read.append(folder.id)
+        return original(folder, lines)
+
+    monkeypatch.setattr(clones_module, "read_view", counted)
+    with pytest.raises(ShadowcloneError, match="already has an active clone"):
+        sc_node.start("ACME/app#7")  # GitHub's letter case does not matter
+    assert read == [queued[6]]
+    read.clear()
+    sc_node.start("acme/app#99")
+    assert read == []

@@ -117,7 +117,8 @@ class Starting:
         started_today = self.clones.count_since(at - DAY)
         check_daily_limit(started_today, self.config)
         check_one_per_target(
-            target, ((v.id, v.target, str(v.state)) for v in self.clones.active(clean=True))
+            target,
+            ((v.id, v.target, str(v.state)) for v in self.clones.active(clean=True, on=target)),
         )
         assert setup is not None  # admitted_target refuses a repository with no setup
 
@@ -137,7 +138,8 @@ class Starting:
         folder = self._new_folder(at, spare_kind(request))
         request = attrs.evolve(request, id=folder.id)
         # The active marker goes first: a crash before the request leaves a marker without a
-        # request, which the next start removes; never a request that admission cannot see.
+        # request, which the next start on its target removes (the others skip it: no request,
+        # no active clone); never a request that admission cannot see.
         files.write_atomic(
             self.paths.active_dir / folder.id, target.key.encode(), plain_folder=True
         )
