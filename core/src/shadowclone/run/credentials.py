@@ -22,6 +22,9 @@ from shadowclone.run.identity import EngineIdentity
 log = logging.getLogger(__name__)
 
 MAX_BYTES = 1 << 20
+MAX_VALUES = 64
+"""The most credentials taken from one file: a login file holds a few; a file the engine
+filled with thousands would make every later line slower to redact."""
 _CREDENTIAL_KEY = re.compile(r"token|key|secret|passw|credential", re.IGNORECASE)
 
 _Stamp = tuple[int, int, int]
@@ -87,7 +90,8 @@ def credential_values(text: str) -> list[str]:
         document = json.loads(text)
     except (ValueError, RecursionError):
         return [text.strip()]
-    return list(_under_credential_keys(document, False))
+    found = _under_credential_keys(document, False)
+    return [value for _, value in zip(range(MAX_VALUES), found, strict=False)]
 
 
 def _under_credential_keys(item: object, named: bool) -> Iterator[str]:
