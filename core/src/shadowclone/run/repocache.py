@@ -53,7 +53,9 @@ def fill(cache: Path, workspace: Path, clone_url: str) -> None:
         else:
             _make_mirror(cache, clone_url)
         # Local: no object is copied, the workspace's alternates name the mirror's.
-        _git(workspace, "clone", "--quiet", "--shared", "--no-tags", str(mirror), ".")
+        # The checkout on every CPU, as a clone from GitHub does (run/cloning.py).
+        local = ("clone", "--quiet", "--shared", "--no-tags", str(mirror), ".")
+        _git(workspace, *local, config=("checkout.workers=0",))
     _git(workspace, "remote", "set-url", "origin", clone_url)
 
 
@@ -69,9 +71,10 @@ def _make_mirror(cache: Path, clone_url: str) -> None:
     new.rename(mirror)
 
 
-def _git(cwd: Path, *args: str, umask: int = -1) -> None:
+def _git(cwd: Path, *args: str, umask: int = -1, config: tuple[str, ...] = ()) -> None:
+    settings = [f"credential.helper={CREDENTIAL_HELPER}", *config]
     done = subprocess.run(
-        ["git", "-c", f"credential.helper={CREDENTIAL_HELPER}", *args],
+        ["git", *(part for setting in settings for part in ("-c", setting)), *args],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         capture_output=True,
