@@ -72,7 +72,9 @@ def _make_mirror(cache: Path, clone_url: str) -> None:
 
 
 def _git(cwd: Path, *args: str, umask: int = -1, config: tuple[str, ...] = ()) -> None:
-    settings = [f"credential.helper={CREDENTIAL_HELPER}", *config]
+    # No hook of the mirror's ever runs (a fetch runs reference-transaction): only the run
+    # program writes the mirror, and it installs none.
+    settings = [f"credential.helper={CREDENTIAL_HELPER}", "core.hooksPath=/dev/null", *config]
     done = subprocess.run(
         ["git", *(part for setting in settings for part in ("-c", setting)), *args],
         cwd=cwd,
