@@ -52,10 +52,21 @@ def fill(cache: Path, workspace: Path, clone_url: str) -> None:
             _git(mirror, "fetch", "--quiet", "--prune", "--no-tags", "origin", umask=MIRROR_UMASK)
         else:
             _make_mirror(cache, clone_url)
-        # Local: no object is copied, the workspace's alternates name the mirror's.
-        # The checkout on every CPU, as a clone from GitHub does (run/cloning.py).
-        local = ("clone", "--quiet", "--shared", "--no-tags", str(mirror), ".")
-        _git(workspace, *local, config=("checkout.workers=0",))
+        # Local: no object is copied, the workspace's alternates name the mirror's. Only the
+        # refs are read under the lock: the mirror never loses an object (no gc), so the
+        # checkout, most of the time, runs beside the other clones' fills.
+        _git(
+            workspace,
+            "clone",
+            "--quiet",
+            "--shared",
+            "--no-tags",
+            "--no-checkout",
+            str(mirror),
+            ".",
+        )
+    # On every CPU, as a clone from GitHub does (run/cloning.py).
+    _git(workspace, "reset", "--quiet", "--hard", "HEAD", config=("checkout.workers=0",))
     _git(workspace, "remote", "set-url", "origin", clone_url)
 
 
