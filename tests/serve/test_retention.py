@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,7 +21,7 @@ from shadowclone.config import Paths, set_value
 from shadowclone.config.durations import parse_duration
 from shadowclone.errors import BadInput
 from shadowclone.node.retention import TRASH_PREFIX
-from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.runfolder import FolderRemoved, RunFolder
 from shadowclone.node.schemas import Record, State
 from shadowclone.plugin.node import local_node
 from shadowclone_fake_launch.scripts import Play, Script
@@ -197,6 +199,50 @@ def test_two_removals_of_one_clone_one_wins(sc_cli: Cli, sc_home: Paths) -> None
     results = [(r.wait(60), *r.communicate()) for r in racers]
     assert sorted(code for code, _, _ in results) == [0, 2, 2, 2], results
     assert not (sc_home.clones_dir / clone_id).exists()
+
+
+def test_a_removal_that_waited_for_the_lock_finds_the_clone_gone(
+    sc_cli: Cli, sc_home: Paths
+) -> None:
+    """The interleaving the racers above hit now and then, made certain: a second removal
+    (or a stop) opens the clone's stop lock, waits while the first renames the folder away,
+    and then says plainly the clone is gone; none makes the folder again."""
+    set_up(sc_home)
+    clone_id = start(sc_cli, 1)
+    ended(sc_home, clone_id)
+    folder = RunFolder(sc_home.clones_dir / clone_id)
+    node = local_node(sc_home)
+    outcomes: dict[str, BaseException | None] = {}
+
+    def second(name: str, act: Callable[[], object]) -> threading.Thread:
+        def run() -> None:
+            try:
+                act()
+                outcomes[name] = None
+            except BaseException as error:  # noqa: BLE001 - kept for the assertion below
+                outcomes[name] = error
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    with folder.stop_lock(5):
+        waiting = [
+            second("rm", lambda: node.remove(clone_id)),
+            second("stop", lambda: node.stop(clone_id)),
+        ]
+        time.sleep(0.3)  # both have opened the lock file and wait on it
+        first = node.paths.clones_dir / f"{TRASH_PREFIX}{clone_id}-test"
+        os.rename(folder.path, first)
+    for thread in waiting:
+        thread.join(30)
+    for name in ("rm", "stop"):
+        assert isinstance(outcomes[name], FolderRemoved), (name, outcomes[name])
+        assert "\n" not in str(outcomes[name]) and clone_id in str(outcomes[name])
+    assert not folder.path.exists()
+    with pytest.raises(FolderRemoved), folder.stop_lock(1):
+        pass  # a lock taken after the removal never makes the folder again
+    assert not folder.path.exists()
 
 
 def test_prune_beside_a_running_serve(sc_cli: Cli, sc_home: Paths, sc_scripts: Scripts) -> None:

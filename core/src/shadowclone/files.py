@@ -260,6 +260,7 @@ class FileLock:
         timeout: float = LOCK_TIMEOUT_S,
         plain_folder: bool = True,
         mode: int = 0o644,
+        make_parent: bool = True,
     ) -> None:
         self.path = path
         self.timeout = timeout
@@ -267,10 +268,14 @@ class FileLock:
         self.mode = mode
         """The lock file's mode when it is made: 0o600 keeps other users (a clone's engine)
         from opening it, and so from ever holding the lock."""
+        self.make_parent = make_parent
+        """False: a missing folder raises `FileNotFoundError` rather than being made again
+        (a lock inside a folder another process may remove)."""
         self._descriptor: int | None = None
 
     def __enter__(self) -> FileLock:
-        make_folder(self.path.parent)
+        if self.make_parent:
+            make_folder(self.path.parent)
         try:
             descriptor = open_plain(
                 self.path, os.O_RDWR | os.O_CREAT, self.mode, plain_folder=self.plain_folder

@@ -123,16 +123,11 @@ class Retention:
 
     def remove(self, folder: RunFolder) -> Removed:
         hidden = self.clones_dir / f"{TRASH_PREFIX}{folder.id}-{secrets.token_hex(4)}"
-        if not folder.exists():  # (the lock would make its folder again)
-            raise BadInput(f"no clone {folder.id!r}; another removal took it")
         # Under the clone's stop lock: serve looks at a queued clone's marker, and launches it,
-        # only while it holds that lock.
+        # only while it holds that lock; a removal that came first raises `FolderRemoved`.
         with folder.stop_lock(STOP_LOCK_TIMEOUT_S):
             state, ended = self.removable(folder)
-            try:
-                os.rename(folder.path, hidden)
-            except FileNotFoundError:
-                raise BadInput(f"no clone {folder.id!r}; another removal took it") from None
+            os.rename(folder.path, hidden)
             if state == "stopped" and os.path.lexists(self.active_dir / folder.id):
                 files.remove(self.active_dir / folder.id)  # serve never took it up
         size = tree_size(hidden)

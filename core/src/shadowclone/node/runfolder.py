@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
@@ -12,7 +13,7 @@ from typing import TypeVar
 import attrs
 
 from shadowclone import contract, files
-from shadowclone.errors import MalformedFile
+from shadowclone.errors import MalformedFile, NotFound
 from shadowclone.node import schemas
 from shadowclone.node.ids import (
     clone_ids,
@@ -28,6 +29,12 @@ from shadowclone.node.schemas import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class FolderRemoved(NotFound):
+    """The run folder was removed (renamed away by `rm` or `prune`) before its lock was held."""
+
+
 T = TypeVar("T")
 
 MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -98,13 +105,28 @@ class RunFolder:
     def stop_file(self) -> Path:
         return self.path / "stop.json"
 
-    def stop_lock(self, timeout: float) -> files.FileLock:
+    @contextlib.contextmanager
+    def stop_lock(self, timeout: float) -> Iterator[None]:
         """The exclusion between a stop and a launch: `stop` writes the stop marker under it,
         and serve reads the marker, marks the clone launching and calls its launcher under it,
         so a stop either comes wholly before a launch (the clone never starts) or wholly after
         (it is running, and is stopped). Private to the owner (mode 0600): a clone's engine,
-        which can read the run folder, cannot open it to hold it."""
-        return files.FileLock(self.path / "stop.json.lock", timeout=timeout, mode=0o600)
+        which can read the run folder, cannot open it to hold it.
+
+        A removal renames the folder away under this lock; one who comes after, or waited for
+        the lock meanwhile, gets `FolderRemoved` and never makes the folder again."""
+        removed = FolderRemoved(f"no clone {self.id!r}; it was removed")
+        lock = files.FileLock(
+            self.path / "stop.json.lock", timeout=timeout, mode=0o600, make_parent=False
+        )
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(lock)
+            except FileNotFoundError:
+                raise removed from None
+            if not self.exists():
+                raise removed
+            yield
 
     def exists(self) -> bool:
         """A request is there (whatever it holds: reading it says what is wrong), or the

@@ -21,7 +21,7 @@ from shadowclone import files
 from shadowclone.environment.declared import cache_volumes
 from shadowclone.environment.recipe import recipe_for
 from shadowclone.errors import MalformedFile
-from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.runfolder import FolderRemoved, RunFolder
 from shadowclone.node.schemas import Handoff, ProgressKind, ProgressLine, Record, State, Step
 from shadowclone.node.spares import spare_kind
 from shadowclone.plugin import contract
@@ -98,6 +98,10 @@ class Launches:
                     return
         except files.LockBusy:
             log.warning("clone %s: a stop holds its stop lock; its launch waits", clone.id)
+            return
+        except FolderRemoved:
+            log.info("clone %s was removed (stopped in the queue) before its launch", clone.id)
+            self.helpers.forget(clone)
             return
         log.info("clone %s on %s is running", clone.id, clone.request.target.key)
         self.spares.launched(spare_kind(clone.request), spec)
