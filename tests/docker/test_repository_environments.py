@@ -18,6 +18,7 @@ from shadowclone.node.schemas import Record, State
 from shadowclone.plugin import Outcome, load_registry
 from shadowclone.setup import setup_repository
 from shadowclone_docker_launch.commands import build_environment, describe
+from shadowclone_docker_launch.prebuilds import LABEL_PREBUILT_OF
 from shadowclone_testing.containers import SETTINGS, World, script, wait_for
 from shadowclone_testing.fakes.models import Shell, Text
 from shadowclone_testing.harness import set_up
@@ -98,8 +99,15 @@ def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: 
     try:
         environment_built_once(world, repo, tag)
     finally:
-        with contextlib.suppress(docker.errors.ImageNotFound):
-            world.client.images.remove(tag, force=True)
+        made = world.client.images.list(filters={"label": f"{LABEL_PREBUILT_OF}={tag}"})
+        for image in [*(i.id for i in made), tag]:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                world.client.images.remove(image, force=True)
+
+
+def prebuilt_image(world: World, tag: str) -> str | None:
+    made = world.client.images.list(filters={"label": f"{LABEL_PREBUILT_OF}={tag}"})
+    return next((t for image in made for t in image.tags), None)
 
 
 def environment_built_once(world: World, repo: str, tag: str) -> None:
@@ -125,11 +133,22 @@ def environment_built_once(world: World, repo: str, tag: str) -> None:
             return record if record is not None and not record.state.active else None
 
         record = wait_for(ended, "the first clone, its environment built", timeout_s=1200)
-        script(world.model, Text("Done again."))
+        # Meanwhile serve made the prebuilt image of the default branch, in the background.
+        prebuilt = wait_for(lambda: prebuilt_image(world, tag), "the prebuilt image", 300)
+        script(world.model, Shell("cat .installed .jq-version"), Text("Done again."))
         again = world.ended(world.node.start(f"{repo}#{second}").id)
     assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), world.steps(clone_id)
     assert State.PREPARING in seen
-    assert (record.image, again.image) == (tag, tag)
+    assert (record.image, again.image) == (tag, prebuilt)
+    # The second clone ran only the command after the prebuild's: what onCreateCommand
+    # installed came from the prebuilt image, and postCreateCommand used it.
+    later = world.steps(again.id)
+    assert [line.partition(":")[0] for line in later if ": $ " in line] == ["postCreateCommand"]
+    assert any(line.startswith("onCreateCommand: ran once for the default") for line in later)
+    assert any(line.startswith("starting from the prebuilt image of") for line in later)
+    assert not [line for line in later if line.startswith("copying the prebuilt")], later
+    probed = [r for r in world.model.model_requests() if r.contains("jq-1.")]
+    assert probed and probed[-1].contains("left-pad@1.3.0"), later
     building = [line for line in world.steps(clone_id) if line.startswith("building the env")]
     assert building and f"built {tag}" in world.steps(clone_id)
     steps = [line for line in world.steps(clone_id) if line.startswith(("#", "Step "))]

@@ -56,12 +56,18 @@ def test_a_start_takes_a_spare_of_its_kind_and_leaves_the_others(
     assert list(spares.waiting(sc_home.clones_dir)) == [theirs]
 
 
-def test_a_clone_whose_image_is_made_for_its_repository_takes_no_spare(
+def test_a_clone_whose_image_is_made_for_its_repository_takes_only_a_spare_of_its_own(
     sc_node: LocalNode, sc_home: Paths
 ) -> None:
+    set_up(sc_home)
+    plain = kind_of(sc_node, "acme/app#1")
     set_up(sc_home, environment=".devcontainer/devcontainer.json")
-    clone_id = sc_node.start("acme/app#1").id
-    assert spare_kind(RunFolder(sc_home.clones_dir / clone_id).request()) is None
+    theirs = kind_of(sc_node, "acme/app#2")
+    assert theirs is not None and theirs != plain
+    spare = spares.make_spare(sc_home.clones_dir, theirs)
+    identity = os.stat(spare).st_ino
+    view = sc_node.start("acme/app#3")
+    assert os.stat(sc_home.clones_dir / view.id).st_ino == identity
 
 
 def test_a_spare_given_up_is_never_taken(sc_node: LocalNode, sc_home: Paths) -> None:

@@ -6,11 +6,14 @@ server and GitHub)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
+from shadowclone import contract
 from shadowclone.node.lifecycle import Lifecycle
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Step, StopMarker
 from shadowclone.plugin.types import Outcome
@@ -148,3 +151,55 @@ def test_remote_env_reaches_the_commands_and_the_engine_never_over_its_own(world
     [said] = [text for text in texts(lines) if text.startswith("postCreateCommand: cmd=")]
     assert said.startswith("postCreateCommand: cmd=hi-0c7a home=") and "/nowhere" not in said
     assert shell.contains("engine=hi-0c7a") and not shell.contains("home=/nowhere")
+
+
+def prebuilt_files(folder: Path, commands: list[str]) -> None:
+    """What run/prebuild.py leaves in a prebuilt image, made by hand: what the commands made
+    (a file, a dependency folder, a file in the home) and the info file."""
+    (folder / "workspace" / "node_modules" / "left-pad").mkdir(parents=True)
+    (folder / "workspace" / "node_modules" / "left-pad" / "index.js").write_text("pad\n")
+    (folder / "workspace" / "installed.txt").write_text("from the prebuild\n")
+    (folder / "workspace" / "deps.lock").write_text("not the branch's\n")
+    (folder / "home" / ".cache" / "tool").mkdir(parents=True)
+    (folder / "home" / ".cache" / "tool" / "warm").write_text("warm\n")
+    info = {"commit": "c0ffee" * 6 + "abcd", "commands": commands, "made": ["installed.txt"]}
+    (folder / contract.PREBUILT_INFO).write_text(json.dumps(info))
+
+
+@pytest.mark.parametrize("same_commands", [True, False])
+def test_a_prebuilt_images_files_stand_in_for_its_commands(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, same_commands: bool
+) -> None:
+    """From a prebuilt image made with the same commands, a clone copies in what
+    `onCreateCommand` and `updateContentCommand` made (never over its branch's own files) and
+    runs only the commands after them; made with other commands, it is not used."""
+    gh = world.github
+    gh.commit("owner/app", "main", {"deps.lock": "left-pad==1.3\n"}, author="owner")
+    number = gh.create_issue("owner/app", author="owner", title="Use the prebuild")
+    prebuilt = tmp_path / "prebuilt"
+    commands = [line for _, line in LIFECYCLE.prebuilt()]
+    prebuilt_files(prebuilt, commands if same_commands else ["make other"])
+    monkeypatch.setenv(contract.PREBUILT_VARIABLE, str(prebuilt))
+    probe = (
+        "cat installed.txt deps.lock node_modules/left-pad/index.js READY $HOME/.cache/tool/warm"
+    )
+    with models(Shell(probe), Text("Done.")) as server:
+        code, lines = world.run(world.folder(number, server, lifecycle=LIFECYCLE))
+        second = server.model_requests()[1]
+    said = texts(lines)
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), said
+    ran = [text.partition(": $ ")[0] for text in said if ": $ " in text]
+    assert second.contains("left-pad==1.3") and not second.contains("not the branch's")
+    if not same_commands:
+        assert ran == [key for key, _ in LIFECYCLE.commands()]
+        assert not any("prebuilt image" in text for text in said), said
+        return
+    assert ran == ["postCreateCommand", "postCreateCommand", "postStartCommand"], said
+    assert not [line for line in lines if line.kind is ProgressKind.ERROR], said
+    note = "onCreateCommand and updateContentCommand: ran once for the default branch at c0ffee"
+    assert any(text.startswith(note) for text in said), said
+    for text in ("from the prebuild", "pad", "ready", "warm"):
+        assert second.contains(text), text
+    branch = "shadowclone/1-use-the-prebuild"
+    assert gh.read_file("owner/app", branch, "installed.txt") is None
+    assert gh.read_file("owner/app", branch, "node_modules/left-pad/index.js") is None

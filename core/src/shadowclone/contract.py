@@ -59,6 +59,17 @@ CONTAINER_REPO_CACHE = "/clone/repo-cache"
 """Where a container's launcher mounts the repository's cache: always there, since the
 workspaces that borrow its objects name it."""
 
+ENGINE_AREA = "engine"
+"""In the run folder: the engine's own folder; its home is `home` in it."""
+CONTAINER_PREBUILT = "/clone/prebuilt"
+"""In a prebuilt image (run/prebuild.py): what the environment's `onCreateCommand` and
+`updateContentCommand` made, `workspace` and `home`, with `PREBUILT_INFO` saying from what."""
+PREBUILT_INFO = "prebuilt.json"
+PREBUILT_VARIABLE = "SHADOWCLONE_PREBUILT"
+"""Where the run program looks for a prebuilt image's files (default: `CONTAINER_PREBUILT`)."""
+PREBUILD_VARIABLE = "SHADOWCLONE_PREBUILD"
+"""For run/prebuild.py: the commit and the commands to run, as JSON."""
+
 LABEL_CLONE = "shadowclone.clone"
 """The label naming the clone a launcher's container (or process) runs."""
 LABEL_TARGET = "shadowclone.target"

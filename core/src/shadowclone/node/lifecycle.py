@@ -3,6 +3,8 @@ in its record and `start` hands them to a clone in its request (both sides read 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping
 
@@ -16,6 +18,9 @@ LIFECYCLE_KEYS = (
 )
 """A dev container's lifecycle commands a clone runs, in the order the specification runs
 them when a container is created."""
+PREBUILT_KEYS = LIFECYCLE_KEYS[:2]
+"""The commands a prebuild runs once per commit of the default branch (run/prebuild.py); a
+clone from its image runs only the others."""
 
 
 _CONTAINER_ENV = re.compile(r"\$\{containerEnv:([^}:]+)(?::([^}]*))?\}")
@@ -52,5 +57,44 @@ class Lifecycle:
         pairs = zip(LIFECYCLE_KEYS, groups, strict=True)
         return [(key, line) for key, lines in pairs for line in lines]
 
+    def prebuilt(self) -> list[tuple[str, str]]:
+        """The commands a prebuild runs (`PREBUILT_KEYS`), in order."""
+        return [(key, line) for key, line in self.commands() if key in PREBUILT_KEYS]
+
+    def prebuild_digest(self) -> str:
+        """What a prebuilt image of these commands depends on besides its commit and base."""
+        made_of = {"commands": self.prebuilt(), "remote_env": sorted(self.remote_env.items())}
+        return hashlib.sha256(json.dumps(made_of).encode()).hexdigest()
+
 
 NO_LIFECYCLE = Lifecycle()
+
+
+@attrs.frozen
+class PrebuildSpec:
+    """What a prebuild runs (run/prebuild.py): the default branch's commit, and the commands
+    of `lifecycle` that a prebuild runs."""
+
+    commit: str
+    lifecycle: Lifecycle
+
+    def to_json(self) -> str:
+        lifecycle = self.lifecycle
+        return json.dumps(
+            {
+                "commit": self.commit,
+                "on_create": list(lifecycle.on_create),
+                "update_content": list(lifecycle.update_content),
+                "remote_env": dict(lifecycle.remote_env),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> PrebuildSpec:
+        data = json.loads(text)
+        lifecycle = Lifecycle(
+            on_create=tuple(str(line) for line in data.get("on_create", ())),
+            update_content=tuple(str(line) for line in data.get("update_content", ())),
+            remote_env={str(k): str(v) for k, v in data.get("remote_env", {}).items()},
+        )
+        return cls(str(data["commit"]), lifecycle)

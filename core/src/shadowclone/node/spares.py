@@ -39,12 +39,13 @@ def spares_dir(clones_dir: Path) -> Path:
     return clones_dir / SPARES_FOLDER
 
 
-def spare_kind(request: Request) -> str | None:
-    """Which spares may serve as this clone's run folder; None for a clone whose image is
-    made for its repository (it is prepared first and never takes a spare)."""
+def spare_kind(request: Request) -> str:
+    """Which spares may serve as this clone's run folder. A clone whose image is made for its
+    repository takes a spare made after a launch of its repository's environment; its launch,
+    once prepared, uses the spare's container only if it was made with the same image."""
+    words = [request.image, request.target.repo_full_name.lower(), request.login, request.launcher]
     if request.environment is not None:
-        return None
-    words = (request.image, request.target.repo_full_name.lower(), request.login, request.launcher)
+        words.append(request.environment)
     return hashlib.sha256("\0".join(words).encode()).hexdigest()[:16]
 
 

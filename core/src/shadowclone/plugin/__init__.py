@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from shadowclone.environment.devcontainer import clean_env as devcontainer_env
     from shadowclone.environment.devcontainer import cli_command as devcontainer_cli
     from shadowclone.files import FileLock, write_atomic
+    from shadowclone.node.lifecycle import PrebuildSpec
     from shadowclone.node.setups import files_in
     from shadowclone.plugin.engine_base import STOP_GRACE_S, ProcessSession, exit_words
     from shadowclone.plugin.manager import (
@@ -102,6 +103,7 @@ _LAZY = {
     ),
     **dict.fromkeys(("DEFAULT_IMAGE", "DEMO_IMAGE"), "shadowclone.config.schema"),
     "Environment": "shadowclone.environment.declared",
+    "PrebuildSpec": "shadowclone.node.lifecycle",
     "declared_environment": "shadowclone.environment.declared:declared",
     "environment_image_tag": "shadowclone.environment.declared:image_tag",
     "files_in": "shadowclone.node.setups",
@@ -167,6 +169,7 @@ __all__ = [
     "Outcome",
     "PluginInfo",
     "PluginUnavailable",
+    "PrebuildSpec",
     "ProcessSession",
     "ProcessTree",
     "Provided",

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
+import attrs
+
+from shadowclone import contract
+from shadowclone.node.lifecycle import PREBUILT_KEYS, Lifecycle
 from shadowclone.node.schemas import Step
 from shadowclone.run.state import Basics, Known
 from shadowclone.run.targeting import Stopped
@@ -26,6 +32,16 @@ COMMAND_TIMEOUT_S = 30 * 60.0
 MAX_LINES = 40
 """At most this many lines of one command's output become progress lines (the rest counted)."""
 MAX_LINE_CHARS = 300
+COPY_SCRIPT = """
+copy() {
+    [ -d "$1" ] || return 0
+    find "$1" -mindepth 1 -maxdepth 1 -printf '%P\\0' | tar -C "$1" --null -T - -cf - \\
+        | tar -C "$2" -xpf - --skip-old-files
+}
+copy "$1" "$2" && copy "$3" "$4"
+"""
+"""Copies what is in a folder (not the folder itself: its owner is another) without replacing
+a file that is there; arguments: source, target, source, target."""
 OUTPUT_GRACE_S = 2.0
 """After a command exits, how long its output is still read: a service it started in the
 background may hold the output open for ever."""
@@ -55,9 +71,47 @@ class LifecycleCommands:
             )
             return ()
         try:
+            prebuilt = read_prebuilt(lifecycle)
+            if prebuilt is not None:
+                await asyncio.to_thread(self._copy_prebuilt, prebuilt)
+                commands = [pair for pair in commands if pair[0] not in PREBUILT_KEYS]
             return await self._run_all(commands)
         finally:
             await asyncio.to_thread(self._leave_out_what_they_made)
+
+    def _copy_prebuilt(self, prebuilt: Prebuilt) -> None:
+        """What the prebuild's commands made, into this clone's workspace and the engine's home,
+        as the engine, never over a file that is there (the clone's branch may hold it), the
+        folders themselves left as they are (the run program's)."""
+        basics = self.basics
+        identity = basics.identity
+        started = time.monotonic()
+        folders = [
+            str(prebuilt.folder / "workspace"),
+            str(basics.workspace_path),
+            str(prebuilt.folder / "home"),
+            str(basics.engine_area / "home"),
+        ]
+        done = subprocess.run(
+            identity.wrap(["/bin/sh", "-c", COPY_SCRIPT, "copy", *folders]),
+            env=identity.environment(os.environ, basics.engine_area / "home"),
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+            check=False,
+        )
+        if done.returncode != 0:
+            said = done.stderr.strip().splitlines()[-1:] or ["no message"]
+            basics.progress.error(
+                Step.WORKSPACE, f"copying the prebuilt files failed: {said[0][:300]}"
+            )
+        keys = " and ".join(dict.fromkeys(key for key, _ in prebuilt.ran))
+        basics.progress.note(
+            Step.WORKSPACE,
+            f"{keys}: ran once for the default branch at {prebuilt.commit[:12]} in the prebuilt "
+            f"image; {len(prebuilt.made)} path(s) they made copied in "
+            f"({time.monotonic() - started:.1f} s)",
+        )
 
     async def _run_all(self, commands: list[tuple[str, str]]) -> tuple[str, ...]:
         progress = self.basics.progress
@@ -166,6 +220,35 @@ class LifecycleCommands:
                 more += 1
         if more:
             self.basics.progress.note(Step.WORKSPACE, f"{key}: {more} more line(s) not shown")
+
+
+@attrs.frozen
+class Prebuilt:
+    """A prebuilt image's files (run/prebuild.py): what its commands made, and from what."""
+
+    folder: Path
+    commit: str
+    ran: tuple[tuple[str, str], ...]
+    made: tuple[str, ...]
+
+
+def read_prebuilt(lifecycle: Lifecycle) -> Prebuilt | None:
+    """The image's prebuilt files, if it has some made by the commands `lifecycle` holds."""
+    folder = Path(os.environ.get(contract.PREBUILT_VARIABLE, contract.CONTAINER_PREBUILT))
+    try:
+        info = json.loads((folder / contract.PREBUILT_INFO).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ran = tuple(lifecycle.prebuilt())
+    if not isinstance(info, dict) or info.get("commands") != [line for _, line in ran]:
+        return None
+    made = info.get("made")
+    return Prebuilt(
+        folder,
+        str(info.get("commit", "")),
+        ran,
+        tuple(str(path) for path in made) if isinstance(made, list) else (),
+    )
 
 
 def _escaped(path: str) -> str:

@@ -56,7 +56,7 @@ from shadowclone.run.workspace import trust_work_tree
 
 CLONE_MARKER = contract.CLONE_ID_VARIABLE
 """Names the processes of this clone (`EngineIdentity.reap`)."""
-ENGINE_AREA = "engine"
+ENGINE_AREA = contract.ENGINE_AREA
 ASK_OUTBOX = "asks.jsonl"
 
 

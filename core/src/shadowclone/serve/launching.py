@@ -104,7 +104,8 @@ class Launches:
             self.helpers.forget(clone)
             return
         log.info("clone %s on %s is running", clone.id, clone.request.target.key)
-        self.spares.launched(spare_kind(clone.request), spec)
+        # Its image is made now: the next clone of its kind may wait in a spare of it.
+        self.spares.launched(spare_kind(clone.request), attrs.evolve(spec, environment=None))
         self.helpers.read_progress(clone)
         if self.stopper.stopped_in_launch(clone):
             return
@@ -199,6 +200,7 @@ class Launches:
             login_state.mkdir(mode=0o700, parents=True, exist_ok=True)
         repo_cache = paths.repo_cache(request.target.repo_full_name)
         files.make_folder(repo_cache)
+        files.check_plain_folder(repo_cache)  # a link is never followed, nor its target chmod-ed
         repo_cache.chmod(0o755)  # the engine's user reads the mirror in it, writes nothing
         environment = None
         if request.environment is not None and clone.record.image is None:
@@ -302,8 +304,10 @@ def recent_kinds(
         except (OSError, MalformedFile):
             continue  # gone, a start under way, or unreadable: only a spare is lost
         kind = spare_kind(request)
-        if kind is None or kind in found or request.launcher != current.config.launcher:
+        if kind in found or request.launcher != current.config.launcher:
             continue
+        if request.environment is not None:
+            continue  # its image is known once a launch has prepared it
         record = Record(id=clone_id, state=State.QUEUED)
         found[kind] = spec(Clone(folder=folder, request=request, record=record))
         if len(found) >= current.config.spares:

@@ -94,7 +94,7 @@ class Spares:
         `delay_s` later (`at_once`: now, for a kind serve only read of)."""
         if self.most == 0 or kind is None:
             return
-        if spec.network is not NetworkMode.OPEN or spec.environment is not None:
+        if spec.network is not NetworkMode.OPEN:
             return
         when = time.monotonic() + (0.0 if at_once else self.delay_s)
         self._worker.submit(self._logged, self._keep, kind, spec, when)

@@ -243,9 +243,10 @@ classic builder's): what a clone's progress shows of a build."""
 
 def prepare_image(
     recipe: EnvironmentRecipe, clone_image: str, say: Say, cancel: threading.Event | None = None
-) -> str:
-    """The image a clone of `recipe.repo` runs in, built on `clone_image` when it is missing;
-    `say` hears what happens (each build step, not every line of its output)."""
+) -> tuple[str, Environment]:
+    """The environment image a clone of `recipe.repo` runs in (or starts a prebuilt image
+    from), built on `clone_image` when it is missing, and the environment; `say` hears what
+    happens (each build step, not every line of its output)."""
     plan = plan_for(recipe, clone_image)
     source = plan.environment.source
     if plan.environment.not_applied:
@@ -269,4 +270,4 @@ def prepare_image(
     )
     if built:
         say(f"built {tag}")
-    return tag
+    return tag, plan.environment

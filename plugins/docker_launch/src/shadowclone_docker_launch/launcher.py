@@ -53,6 +53,7 @@ from shadowclone_docker_launch.names import (
     proxy_name,
     volume_name,
 )
+from shadowclone_docker_launch.prebuilds import Prebuilds
 from shadowclone_docker_launch.recipe import CommandFor, Recipe
 from shadowclone_docker_launch.scope import (
     RUNNING_STATES,
@@ -103,6 +104,7 @@ class DockerLauncher:
         self.image = image
         self.owner = owner if owner is not None else (os.getuid(), os.getgid())
         self.command_for = command_for
+        self._prebuilds: Prebuilds | None = None
 
     @property
     def clones_dir(self) -> Path:
@@ -135,12 +137,25 @@ class DockerLauncher:
     def prepare(
         self, spec: LaunchSpec, say: Callable[[str], None], cancel: threading.Event
     ) -> LaunchSpec:
-        """The repository's environment image, made on the clone image when it is missing."""
+        """The repository's environment image, made on the clone image when it is missing; or
+        its prebuilt image (`prebuilds`), made in the background."""
         if spec.environment is None:
             return spec
         from shadowclone_docker_launch.environments import prepare_image
 
-        return attrs.evolve(spec, image=prepare_image(spec.environment, spec.image, say, cancel))
+        tag, environment = prepare_image(spec.environment, spec.image, say, cancel)
+        if spec.repo_cache is not None:
+            cache = self._recipe.repo_cache(spec.repo_cache)
+            tag = self.prebuilds(spec.environment.network).choose(environment, tag, cache, say)
+        return attrs.evolve(spec, image=tag)
+
+    def prebuilds(self, network: str | None) -> Prebuilds:
+        """The launcher's prebuilt images (one keeper for the launcher's life: it knows the
+        prebuilds under way)."""
+        if self._prebuilds is None:
+            self._prebuilds = Prebuilds(lambda: self.client, network)
+        self._prebuilds.network = network
+        return self._prebuilds
 
     def launch(self, spec: LaunchSpec) -> None:
         check_id(spec.clone_id)

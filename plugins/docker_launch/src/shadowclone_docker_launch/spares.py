@@ -140,6 +140,8 @@ def take(
                 docker_scope.remove_containers([str(c.name) for c in found if c is not spare])
                 log.info("clone %s runs in spare container %s", spec.clone_id, spare.short_id)
                 return True
+        if found:
+            log.info("clone %s: the spare in its folder was made for another launch", spec.clone_id)
         docker_scope.remove_containers([str(c.name) for c in found])
         return False
     finally:
