@@ -67,8 +67,6 @@ CONTAINER_PREBUILT = "/clone/prebuilt"
 PREBUILT_INFO = "prebuilt.json"
 PREBUILT_VARIABLE = "SHADOWCLONE_PREBUILT"
 """Where the run program looks for a prebuilt image's files (default: `CONTAINER_PREBUILT`)."""
-PREBUILD_VARIABLE = "SHADOWCLONE_PREBUILD"
-"""For run/prebuild.py: the commit and the commands to run, as JSON."""
 
 LABEL_CLONE = "shadowclone.clone"
 """The label naming the clone a launcher's container (or process) runs."""

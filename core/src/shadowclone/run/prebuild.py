@@ -3,8 +3,8 @@ once per commit of its default branch and kept in an image, as the Dev Container
 prebuilds keep it, so that each clone runs only `postCreateCommand` and `postStartCommand`.
 
 Run as root in a container of the repository's environment image, with the repository's cache
-mounted read-only, the network on and no secret (`python -m shadowclone.run.prebuild`, told
-the commit and the commands in `contract.PREBUILD_VARIABLE`): the default branch's commit is
+mounted read-only, the network on and no secret (`python -m shadowclone.run.prebuild SPEC`,
+`SPEC` the commit and the commands as JSON, `PrebuildSpec`): the default branch's commit is
 checked out where a clone's workspace is, the commands run there as the engine's user with the
 engine's home, as in a clone, and what they made (files no commit holds, and the home) is
 moved to `contract.CONTAINER_PREBUILT`, which the launcher then commits into an image. A clone
@@ -125,11 +125,11 @@ class _Runner:
         return done.returncode
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str]) -> int:
     """Exit 0 with the prebuilt files in place; else 1, the reason on the last line."""
-    del argv
     try:
-        spec = PrebuildSpec.from_json(os.environ[contract.PREBUILD_VARIABLE])
+        (text,) = argv
+        spec = PrebuildSpec.from_json(text)
         out = Path(contract.CONTAINER_PREBUILT)
         out.mkdir(parents=True, exist_ok=True)
         mirror = Path(contract.CONTAINER_REPO_CACHE) / contract.REPO_CACHE_MIRROR

@@ -168,13 +168,17 @@ class Prebuilds:
             try:
                 self.build(environment, environment_tag, cache, head)
             except PrebuildError as error:
-                self.failed[tag] = str(error)
                 log.warning("%s", error)
         except Exception:
             log.exception("the prebuild of %s failed", environment_tag)
         finally:
             with self._lock:
                 self._busy.discard(environment_tag)
+
+    def busy(self) -> bool:
+        """Whether a prebuild is waiting or under way."""
+        with self._lock:
+            return bool(self._busy)
 
     @staticmethod
     def _wait_for_mirror(cache: Path) -> str | None:
@@ -187,7 +191,17 @@ class Prebuilds:
         return None
 
     def build(self, environment: Environment, environment_tag: str, cache: Path, head: str) -> str:
-        """Make the prebuilt image of `head` (see the module's docstring); its tag."""
+        """Make the prebuilt image of `head` (see the module's docstring); its tag. One that
+        fails is remembered (`failed`): this process does not try it again."""
+        try:
+            return self._build(environment, environment_tag, cache, head)
+        except PrebuildError as error:
+            self.failed[
+                prebuilt_tag(environment_tag, environment.lifecycle.prebuild_digest(), head)
+            ] = str(error)
+            raise
+
+    def _build(self, environment: Environment, environment_tag: str, cache: Path, head: str) -> str:
         lifecycle = environment.lifecycle
         digest = lifecycle.prebuild_digest()
         tag = prebuilt_tag(environment_tag, digest, head)
@@ -199,10 +213,10 @@ class Prebuilds:
         container = client.containers.run(
             environment_tag,
             entrypoint=["/opt/shadowclone/bin/python", "-m", "shadowclone.run.prebuild"],
-            command=[],
+            # An argument, not a variable: a commit keeps the container's variables.
+            command=[PrebuildSpec(head, lifecycle).to_json()],
             name=name,
             labels={LABEL_PREBUILD: tag},
-            environment={contract.PREBUILD_VARIABLE: PrebuildSpec(head, lifecycle).to_json()},
             mounts=[Mount(REPO_CACHE, str(cache.absolute()), type="bind", read_only=True)],
             user="0:0",
             cap_drop=["ALL"],
