@@ -96,6 +96,7 @@ def test_a_repository_environment_is_built_once_and_its_clones_run_in_it(world: 
     assert summary.ok, summary
     tag = describe(repo)["tag"]
     assert describe(repo)["built"] is False
+    assert describe(repo)["prebuilt"] is None
     try:
         environment_built_once(world, repo, tag)
     finally:
@@ -135,6 +136,7 @@ def environment_built_once(world: World, repo: str, tag: str) -> None:
         record = wait_for(ended, "the first clone, its environment built", timeout_s=1200)
         # Meanwhile serve made the prebuilt image of the default branch, in the background.
         prebuilt = wait_for(lambda: prebuilt_image(world, tag), "the prebuilt image", 300)
+        assert describe(repo)["prebuilt"]["tag"] == prebuilt  # `env show` names it
         script(world.model, Shell("cat .installed .jq-version"), Text("Done again."))
         again = world.ended(world.node.start(f"{repo}#{second}").id)
     assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), world.steps(clone_id)

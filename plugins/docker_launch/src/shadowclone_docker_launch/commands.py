@@ -168,7 +168,14 @@ def describe(repo_text: str) -> dict[str, Any]:
         files=sorted(plan.files),
         tag=tag,
         built=None if tag is None else image_id(tag) is not None,
+        prebuilt=None,
     )
+    if tag is not None and environment.lifecycle.prebuilt():
+        from shadowclone_docker_launch.prebuilds import newest_prebuilt
+
+        made = newest_prebuilt(tag, environment.lifecycle.prebuild_digest())
+        if made is not None:
+            shown["prebuilt"] = {"tag": made[0], "commit": made[1]}
     return shown
 
 
@@ -231,6 +238,16 @@ def show(repo: str, as_json: bool) -> None:
     else:
         state = "built" if shown["built"] else "not built yet"
         rows.append(f"image       {shown['tag']} ({state})")
+    if shown["prebuilt"]:
+        made = shown["prebuilt"]
+        rows.append(
+            f"prebuilt    {made['tag']} (onCreateCommand and updateContentCommand run on "
+            f"{made['commit'][:12]}; clones start from it)"
+        )
+    elif shown["tag"] is not None and any(
+        key in ("onCreateCommand", "updateContentCommand") for key, _ in shown["lifecycle"]
+    ):
+        rows.append("prebuilt    none yet (serve makes one after a clone fills the repo's cache)")
     for row in rows:
         click.echo(row)
 

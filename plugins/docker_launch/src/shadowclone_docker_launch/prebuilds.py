@@ -122,21 +122,10 @@ class Prebuilds:
 
     def newest(self, environment_tag: str, digest: str) -> tuple[str, str] | None:
         """The newest prebuilt image of this environment and commands: its tag and commit."""
-        images = self._made(environment_tag, digest)
-        if not images:
-            return None
-        image = images[0]
-        tags = [t for t in image.tags if ":pre-" in t]
-        return (tags[0], image.labels.get(LABEL_COMMIT, "")) if tags else None
+        return newest_prebuilt(environment_tag, digest, self._client())
 
     def _made(self, environment_tag: str, digest: str) -> list[Any]:
-        labels = [f"{LABEL_PREBUILT_OF}={environment_tag}", f"{LABEL_COMMANDS}={digest}"]
-        try:
-            images = self._client().images.list(filters={"label": labels})
-        except docker.errors.DockerException as error:
-            log.warning("cannot list the prebuilt images of %s: %s", environment_tag, error)
-            return []
-        return sorted(images, key=lambda i: str(i.attrs.get("Created", "")), reverse=True)
+        return made_prebuilt(environment_tag, digest, self._client())
 
     def start(self, environment: Environment, environment_tag: str, cache: Path) -> bool:
         """Start a prebuild of the cache's default branch on a thread, unless one of this
@@ -267,6 +256,31 @@ class Prebuilds:
                 self._client().images.remove(image.id)
             except docker.errors.DockerException as error:  # in use: the next prebuild tries
                 log.info("prebuilt image %s stays: %s", image.id[:19], error)
+
+
+def made_prebuilt(
+    environment_tag: str, digest: str, client: docker.DockerClient | None = None
+) -> list[Any]:
+    """The prebuilt images of this environment and commands, newest first."""
+    labels = [f"{LABEL_PREBUILT_OF}={environment_tag}", f"{LABEL_COMMANDS}={digest}"]
+    try:
+        client = client or docker.from_env()
+        images = client.images.list(filters={"label": labels})
+    except docker.errors.DockerException as error:
+        log.warning("cannot list the prebuilt images of %s: %s", environment_tag, error)
+        return []
+    return sorted(images, key=lambda i: str(i.attrs.get("Created", "")), reverse=True)
+
+
+def newest_prebuilt(
+    environment_tag: str, digest: str, client: docker.DockerClient | None = None
+) -> tuple[str, str] | None:
+    """The newest prebuilt image of this environment and commands: its tag and commit."""
+    for image in made_prebuilt(environment_tag, digest, client):
+        tags = [t for t in image.tags if ":pre-" in t]
+        if tags:
+            return tags[0], str(image.labels.get(LABEL_COMMIT, ""))
+    return None
 
 
 class PrebuildError(Exception):
