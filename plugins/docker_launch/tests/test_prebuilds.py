@@ -16,9 +16,11 @@ import pytest
 from shadowclone.node.lifecycle import Lifecycle
 from shadowclone.plugin import Environment, contract
 
+from shadowclone_docker_launch.launcher import LABEL_SCOPE, DockerLauncher
 from shadowclone_docker_launch.prebuilds import (
     KEEP,
     LABEL_COMMIT,
+    LABEL_PREBUILD,
     LABEL_PREBUILT_OF,
     PrebuildError,
     Prebuilds,
@@ -170,3 +172,22 @@ def wait_until_idle(keeper: Prebuilds) -> None:
     while keeper.busy() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not keeper.busy()
+
+
+def test_a_prebuild_an_earlier_serve_left_is_removed_at_the_next_start(
+    client: docker.DockerClient, image: str, tmp_path: Path
+) -> None:
+    launcher = DockerLauncher(tmp_path / "clones", client=client)
+    left = client.containers.run(
+        image,
+        entrypoint=["sleep", "300"],
+        command=[],
+        name=f"shadowclone-prebuild-test-{uuid.uuid4().hex[:8]}",
+        labels={LABEL_PREBUILD: "shadowclone-env/x:pre-1", LABEL_SCOPE: launcher.scope},
+        detach=True,
+    )
+    other = DockerLauncher(tmp_path / "other-clones", client=client)
+    assert other.reap_strays() == []  # another home's prebuilds are not its own
+    assert launcher.reap_strays() == [f"container {left.name} (a prebuild no serve finishes)"]
+    with pytest.raises(docker.errors.NotFound):
+        left.reload()

@@ -53,12 +53,13 @@ from shadowclone_docker_launch.names import (
     proxy_name,
     volume_name,
 )
-from shadowclone_docker_launch.prebuilds import Prebuilds
+from shadowclone_docker_launch.prebuilds import LABEL_PREBUILD, Prebuilds
 from shadowclone_docker_launch.recipe import CommandFor, Recipe
 from shadowclone_docker_launch.scope import (
     RUNNING_STATES,
     DockerScope,
     explain,
+    remove_container,
     state,
     status_of,
     unreachable,
@@ -153,7 +154,7 @@ class DockerLauncher:
         """The launcher's prebuilt images (one keeper for the launcher's life: it knows the
         prebuilds under way)."""
         if self._prebuilds is None:
-            self._prebuilds = Prebuilds(lambda: self.client, network)
+            self._prebuilds = Prebuilds(lambda: self.client, network, self.scope)
         self._prebuilds.network = network
         return self._prebuilds
 
@@ -237,7 +238,11 @@ class DockerLauncher:
         """Remove what crashes left in this launcher's scope (`DockerScope.reap_strays`).
         serve calls it at start, after taking up its clones; returns one line per thing
         removed."""
-        return self._docker.reap_strays()
+        removed = self._docker.reap_strays()
+        for container in self._docker.labelled(LABEL_PREBUILD):  # its serve died during it
+            remove_container(container)
+            removed.append(f"container {container.name} (a prebuild no serve finishes)")
+        return removed
 
     # ------------------------------------------------------------------ spares
 

@@ -34,7 +34,7 @@ from docker.types import Mount
 from shadowclone.plugin import Environment, PrebuildSpec, contract
 
 from shadowclone_docker_launch.builds import image_id
-from shadowclone_docker_launch.names import REPO_CACHE
+from shadowclone_docker_launch.names import LABEL_SCOPE, REPO_CACHE
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +88,14 @@ def mirror_head(cache: Path) -> str | None:
 class Prebuilds:
     """The prebuilt images of one launcher's clones, and the builds under way."""
 
-    def __init__(self, client: Callable[[], docker.DockerClient], network: str | None) -> None:
+    def __init__(
+        self, client: Callable[[], docker.DockerClient], network: str | None, scope: str = ""
+    ) -> None:
         self._client = client
         self.network = network
+        self.scope = scope
+        """The launcher's scope label, on each prebuild's container: a serve that starts
+        removes those an earlier one left (`DockerLauncher.reap_strays`)."""
         self._lock = threading.Lock()
         self._busy: set[str] = set()
         """Environment tags with a prebuild waiting or under way: one at a time each."""
@@ -205,7 +210,7 @@ class Prebuilds:
             # An argument, not a variable: a commit keeps the container's variables.
             command=[PrebuildSpec(head, lifecycle).to_json()],
             name=name,
-            labels={LABEL_PREBUILD: tag},
+            labels={LABEL_PREBUILD: tag, LABEL_SCOPE: self.scope},
             mounts=[Mount(REPO_CACHE, str(cache.absolute()), type="bind", read_only=True)],
             user="0:0",
             cap_drop=["ALL"],
