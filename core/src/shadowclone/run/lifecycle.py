@@ -92,18 +92,22 @@ class LifecycleCommands:
             str(prebuilt.folder / "home"),
             str(basics.engine_area / "home"),
         ]
-        done = subprocess.run(
-            identity.wrap(["/bin/sh", "-c", COPY_SCRIPT, "copy", *folders]),
-            env=identity.environment(os.environ, basics.engine_area / "home"),
-            capture_output=True,
-            text=True,
-            timeout=COMMAND_TIMEOUT_S,
-            check=False,
-        )
-        if done.returncode != 0:
-            said = done.stderr.strip().splitlines()[-1:] or ["no message"]
+        try:
+            done = subprocess.run(
+                identity.wrap(["/bin/sh", "-c", COPY_SCRIPT, "copy", *folders]),
+                env=identity.environment(os.environ, basics.engine_area / "home"),
+                capture_output=True,
+                text=True,
+                timeout=COMMAND_TIMEOUT_S,
+                check=False,
+            )
+            said = done.stderr.strip().splitlines() or ["no message"]
+            failed = said[-1] if done.returncode != 0 else None
+        except subprocess.TimeoutExpired:
+            failed = f"not done in {COMMAND_TIMEOUT_S:.0f} s"
+        if failed:
             basics.progress.error(
-                Step.WORKSPACE, f"copying the prebuilt files failed: {said[0][:300]}"
+                Step.WORKSPACE, f"copying the prebuilt files failed: {failed[:300]}"
             )
         keys = " and ".join(dict.fromkeys(key for key, _ in prebuilt.ran))
         basics.progress.note(

@@ -134,7 +134,14 @@ def main(argv: Sequence[str]) -> int:
         out.mkdir(parents=True, exist_ok=True)
         mirror = Path(contract.CONTAINER_REPO_CACHE) / contract.REPO_CACHE_MIRROR
         prebuild(spec, engine_identity(), mirror, out)
-    except (PrebuildFailed, IdentityError, OSError, KeyError, ValueError) as error:
+    except (
+        PrebuildFailed,
+        IdentityError,
+        OSError,
+        KeyError,
+        ValueError,
+        subprocess.TimeoutExpired,
+    ) as error:
         print(f"prebuild failed: {error}", flush=True)
         return 1
     print(f"prebuilt {spec.commit}", flush=True)
