@@ -207,9 +207,9 @@ def test_features_local_and_from_a_registry_are_installed_in_the_environment(
 ) -> None:
     """A feature kept beside the configuration and one published to a registry, each with an
     option: setup copies the local one, the Dev Containers CLI fetches the other and installs
-    both on the base (their options given), and the clone's lifecycle command and engine find
-    what they installed. A feature from a registry that cannot be reached fails setup in one
-    line naming it."""
+    both on the base (their options given, on the builds' network), and the clone's lifecycle
+    command and engine find what they installed. A feature from a registry that cannot be
+    reached fails setup in one line naming it."""
     world.use("claude")
     repo = own_repository(world)
     hello = tmp_path / "features" / "src" / "hello"
@@ -229,6 +229,14 @@ def test_features_local_and_from_a_registry_are_installed_in_the_environment(
         sc_devcontainer_cli, sc_registry.address, "team/features", tmp_path / "features"
     )
     files = dict(FEATURE_FILES)
+    # The local feature reaches a server on the host's loopback: only a build on the host's
+    # network (`[environment] network`, "host" by default) can.
+    port = sc_registry.address.rpartition(":")[2]
+    files[".devcontainer/greet/install.sh"] = (
+        "#!/bin/bash\nset -e\n"
+        f"exec 3<>/dev/tcp/127.0.0.1/{port} || {{ echo not on the host network; exit 9; }}\n"
+        'echo "$WORD" > /etc/greet-word\n'
+    )
     configuration = json.loads(files[".devcontainer/devcontainer.json"])
     configuration["features"][reference] = {"to": "registry"}
     files[".devcontainer/devcontainer.json"] = json.dumps(configuration)

@@ -117,7 +117,7 @@ def ensure_image(
         pull(docker, base, cancel)
     if environment.features:
         base = f"{name}:{digest}-base"
-        build_with_features(plan, base, docker, say, cancel)
+        build_with_features(plan, base, docker, say, cancel, network)
     elif environment.dockerfile is not None:
         base = f"{name}:{digest}-base"
         args = [f"--build-arg={key}={value}" for key, value in environment.build_args.items()]
@@ -168,16 +168,61 @@ FEATURES_LOCK_TIMEOUT_S = 60 * 60.0
 
 
 def build_with_features(
-    plan: ImagePlan, tag: str, docker: str, say: Say | None, cancel: threading.Event | None
+    plan: ImagePlan,
+    tag: str,
+    docker: str,
+    say: Say | None,
+    cancel: threading.Event | None,
+    network: str | None = None,
 ) -> None:
     """The declared base with its features installed, built by the pinned Dev Containers CLI
-    (`devcontainer build`) as the specification says, from the files setup kept. A feature
-    that cannot be fetched or installed is refused in one line naming it."""
-    environment = plan.environment
+    (`devcontainer build`) as the specification says, from the files setup kept, on the
+    builds' network (`[environment] network`). A feature that cannot be fetched or installed
+    is refused in one line naming it."""
     try:
         cli = devcontainer_cli()
     except BadInput as error:
         raise Refused(f"features: {error}") from None
+    with tempfile.TemporaryDirectory(prefix="shadowclone-features-") as scratch:
+        if network:
+            docker = docker_on_network(docker, network, Path(scratch))
+        _build_with_features(plan, tag, [*cli], docker, say, cancel)
+
+
+DOCKER_ON_NETWORK = """#!/bin/sh
+# The docker CLI for the Dev Containers CLI's build: its builds on the given network (the CLI
+# has no option for it); every other command as it is.
+if [ "$1" = build ]; then
+    shift
+    exec {docker} build --network {network} "$@"
+fi
+if [ "$1" = buildx ] && [ "$2" = build ]; then
+    shift 2
+    exec {docker} buildx build --network {network} "$@"
+fi
+exec {docker} "$@"
+"""
+
+
+def docker_on_network(docker: str, network: str, folder: Path) -> str:
+    """A docker for the Dev Containers CLI whose builds run on `network`."""
+    script = folder / "docker"
+    script.write_text(
+        DOCKER_ON_NETWORK.format(docker=shlex.quote(docker), network=shlex.quote(network))
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def _build_with_features(
+    plan: ImagePlan,
+    tag: str,
+    cli: list[str],
+    docker: str,
+    say: Say | None,
+    cancel: threading.Event | None,
+) -> None:
+    environment = plan.environment
     argv = [*cli, "build", "--workspace-folder", str(plan.folder)]
     argv += ["--config", str(plan.folder / environment.source), "--image-name", tag]
     argv += ["--no-lockfile", "--docker-path", docker, "--log-format", "text"]
