@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from pathlib import Path
 
 import docker
@@ -19,9 +18,15 @@ from shadowclone.plugin import Outcome, load_registry
 from shadowclone.setup import setup_repository
 from shadowclone_docker_launch.commands import build_environment, describe
 from shadowclone_docker_launch.prebuilds import LABEL_PREBUILT_OF
-from shadowclone_testing.containers import SETTINGS, World, script, wait_for
+from shadowclone_testing.containers import (
+    SETTINGS,
+    World,
+    issue,
+    own_repository,
+    script,
+    wait_for,
+)
 from shadowclone_testing.fakes.models import Shell, Text
-from shadowclone_testing.harness import set_up
 from shadowclone_testing.registry import LocalRegistry, publish_features
 from shadowclone_testing.serving import serving
 
@@ -44,21 +49,6 @@ ENVIRONMENT_FILES = {
     ),
     "deps.lock.json": '{"packages": ["left-pad@1.3.0"]}\n',
 }
-
-
-def own_repository(world: World) -> str:
-    """A repository of the test's own on the fake GitHub, set up for Claude Code: what Docker
-    keeps by repository (its environment's image, its package caches) is the test's alone,
-    never another run's of the same test beside it or before it."""
-    repo = f"owner/app-{uuid.uuid4().hex[:8]}"
-    world.github.create_repo(repo, files={"README.md": "# app\n"})
-    set_up(world.paths, repo, engine="claude", login="claude-api-key")
-    return repo
-
-
-def issue(world: World, repo: str, title: str) -> int:
-    number: int = world.github.create_issue(repo, author="owner", title=title)
-    return number
 
 
 JQ_CHECK = "jq -e .ok status.json || { echo status.json is not ok; exit 1; }"

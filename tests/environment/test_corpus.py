@@ -14,11 +14,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shadowclone.environment import devcontainer
+import yaml
+from shadowclone.environment import compose_services, devcontainer
 from shadowclone.environment.declared import Environment, from_reading
 from shadowclone.errors import BadInput
 
 CORPUS = Path(__file__).parent / "corpus"
+
+
+def kept_files(case: Path) -> dict[str, str]:
+    """The case's files as setup keeps them (its SOURCE and readings aside)."""
+    found = {p.relative_to(case).as_posix(): p for p in case.rglob("*") if p.is_file()}
+    return {
+        path: file.read_text()
+        for path, file in found.items()
+        if path != "SOURCE" and not path.endswith(".reading.json")
+    }
 
 
 def configurations(case: Path) -> list[str]:
@@ -53,24 +64,28 @@ def reference_class(reading: dict[str, Any]) -> str:
     configuration = reading["configuration"]
     build = configuration.get("build") or {}
     if "dockerComposeFile" in configuration:
-        return "compose"
+        return "read"
     if "dockerFile" in configuration or "dockerfile" in build or "image" in configuration:
         return "read"
     return "no base"
 
 
-def compare(path: str, text: str, reading: dict[str, Any], found: list[str]) -> str:
+def compare(
+    path: str, text: str, reading: dict[str, Any], found: list[str], kept: dict[str, str]
+) -> str:
     """Read the configuration as setup does (the check clone's look at the file, then the
     mapping of the CLI's reading) and check it against the reference reading; returns how it
     ended: "read the same" or "refused clearly"."""
     expected = reference_class(reading)
+    if expected == "read" and "dockerComposeFile" in reading["configuration"]:
+        return compare_compose(path, reading, found, kept)
     if expected != "read":
         with pytest.raises(BadInput) as raised:
             devcontainer.locate(path, text)
             from_reading(reading, path, found)
         message = str(raised.value)
         assert "\n" not in message and message.startswith(f"{path}: "), message
-        key = {"compose": "dockerComposeFile", "no base": "image"}.get(expected)
+        key = {"no base": "image"}.get(expected)
         assert key is None or message.startswith(f"{path}: {key}: "), message
         return "refused clearly"
     configuration = reading["configuration"]
@@ -117,10 +132,56 @@ def check_values(
             assert key in environment.not_applied, f"{key} not named as not applied"
 
 
+def compare_compose(
+    path: str, reading: dict[str, Any], found: list[str], kept: dict[str, str]
+) -> str:
+    """A Compose configuration: read with its files, or refused in one line naming a file
+    and a key. Read, the clone's base is its service's as the file writes it, every service
+    that starts is one of the files', and every key of every service is applied, or named as
+    not applied or ignored: none dropped silently."""
+    configuration = reading["configuration"]
+    try:
+        environment = from_reading(reading, path, found, kept)
+    except BadInput as error:
+        message = str(error)
+        assert "\n" not in message and ": " in message, message
+        where = message.partition(": ")[0].split(" + ")
+        assert all(name == path or name in kept for name in where), message
+        return "refused clearly"
+    composed = environment.compose
+    assert composed is not None
+    files = [yaml.safe_load(kept[name]) or {} for name in composed.files]
+    services: dict[str, dict[str, Any]] = {}
+    for data in files:
+        for name, service in (data.get("services") or {}).items():
+            services.setdefault(name, {}).update(service or {})
+    clone = services[configuration["service"]]
+    assert composed.service.name == configuration["service"]
+    if "build" not in clone:
+        assert environment.image == clone["image"]
+    else:
+        assert environment.dockerfile is not None and environment.dockerfile in kept
+    assert {s.name for s in composed.others} <= set(services) - {composed.service.name}
+    named = set(environment.ignored) | {key.partition(": ")[2] for key in environment.not_applied}
+    for name, service in services.items():
+        applied = (
+            compose_services.CLONE_APPLIED
+            if name == composed.service.name
+            else (compose_services.APPLIED)
+        )
+        for key, value in service.items():
+            if key in applied or key.startswith("x-") or value in (None, [], {}, False):
+                continue
+            assert f"services.{name}.{key}" in named or any(
+                item.startswith(f"services.{name}.{key}") for item in named
+            ), f"services.{name}.{key} dropped silently"
+    return "read the same"
+
+
 @pytest.mark.parametrize(("case", "path"), CASES, ids=[f"{c.name}/{p}" for c, p in CASES])
 def test_each_configuration_is_read_as_the_reference_reads_it(case: Path, path: str) -> None:
     found = configurations(case)
-    compare(path, (case / path).read_text(), stored(case, path), found)
+    compare(path, (case / path).read_text(), stored(case, path), found, kept_files(case))
 
 
 def test_the_corpus_figures() -> None:
@@ -129,7 +190,8 @@ def test_the_corpus_figures() -> None:
     outcomes: Counter[str] = Counter()
     for case, path in CASES:
         try:
-            outcomes[compare(path, (case / path).read_text(), stored(case, path), [path])] += 1
+            text, kept = (case / path).read_text(), kept_files(case)
+            outcomes[compare(path, text, stored(case, path), [path], kept)] += 1
         except AssertionError:
             outcomes["other"] += 1
     layouts = {path.count("/") for _, path in CASES}

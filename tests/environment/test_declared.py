@@ -90,8 +90,11 @@ def test_the_legacy_dockerfile_keys_and_empty_commands() -> None:
 @pytest.mark.parametrize(
     ("text", "where"),
     [
-        ('{"dockerComposeFile": "c.yml", "service": "app"}', "dockerComposeFile: Docker Compose"),
-        ('{"name": "x"}', "image: expected image or build.dockerfile"),
+        (
+            '{"dockerComposeFile": "c.yml", "service": "app"}',
+            "dockerComposeFile: .devcontainer/c.yml is not a file of the repository",
+        ),
+        ('{"name": "x"}', "image: expected image, build.dockerfile or dockerComposeFile"),
         ('{"dockerFile": 3}', "dockerFile: expected a non-empty string"),
     ],
 )
@@ -173,8 +176,8 @@ def test_environment_toml_wins_over_a_devcontainer() -> None:
     ("text", "where"),
     [
         ('{"image": 3}', "devcontainer.json: image: expected a non-empty string"),
-        ("{}", "devcontainer.json: image: expected image or build.dockerfile"),
-        ('{"build": {}}', "image: expected image or build.dockerfile"),
+        ("{}", "devcontainer.json: image: expected image, build.dockerfile or dockerComposeFile"),
+        ('{"build": {}}', "image: expected image, build.dockerfile or dockerComposeFile"),
         ('{"build": {"dockerfile": "../../D"}}', "build.dockerfile: expected a path inside"),
         ('{"build": {"dockerfile": "/D"}}', "build.dockerfile: expected a path relative"),
         ('{"image": "x", "containerEnv": {"A B": "1"}}', "containerEnv.A B: expected a variable"),

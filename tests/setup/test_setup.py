@@ -352,8 +352,8 @@ def test_a_broken_devcontainer_is_one_line_naming_the_file_and_the_key(
     [
         (
             {".devcontainer/devcontainer.json": '{"dockerComposeFile": "c.yml", "service": "a"}'},
-            ".devcontainer/devcontainer.json: dockerComposeFile: Docker Compose services are "
-            "not supported",
+            ".devcontainer/devcontainer.json: dockerComposeFile: .devcontainer/c.yml is not a "
+            "file of the repository",
         ),
         (
             {".devcontainer.json": '{"dockerFile": "Dockerfile"}'},

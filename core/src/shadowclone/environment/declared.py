@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from shadowclone.environment import devcontainer
+from shadowclone.environment import compose, devcontainer
 from shadowclone.errors import BadInput
 from shadowclone.node.lifecycle import LIFECYCLE_KEYS, NO_LIFECYCLE, Lifecycle
 
@@ -78,11 +78,15 @@ class Environment:
     with why."""
     ignored: tuple[str, ...] = ()
     """Keys of the declaration that only concern an editor or the host."""
+    compose: compose.Compose | None = None
+    """A Compose configuration's services: the clone's (its base and variables are above) and
+    those that start beside it."""
 
     def files(self) -> tuple[str, ...]:
         """The repository files the image is made from: the declaration, and the
         Dockerfile where there is one (its context's other files are read when building)."""
-        return (self.source,) + ((self.dockerfile,) if self.dockerfile else ())
+        composed = self.compose.files if self.compose is not None else ()
+        return (self.source, *composed) + ((self.dockerfile,) if self.dockerfile else ())
 
 
 def _fail(path: str, key: str, expected: str) -> BadInput:
@@ -181,17 +185,34 @@ def _commands(path: str, key: str, value: object) -> tuple[str, ...]:
     raise _fail(path, key, "a command: a string, a list of strings or a table of commands")
 
 
-def from_reading(reading: Mapping[str, Any], source: str, found: Sequence[str] = ()) -> Environment:
+def from_reading(
+    reading: Mapping[str, Any],
+    source: str,
+    found: Sequence[str] = (),
+    kept: Mapping[str, str] | None = None,
+) -> Environment:
     """The environment of the configuration at `source`, from the reference CLI's reading of
     it (`devcontainer.read_configuration`, every variable substituted); `found` names every
-    configuration the repository has."""
+    configuration the repository has; `kept` holds the repository's files setup kept (the
+    Compose files a configuration names)."""
     data = reading.get("configuration")
     if not isinstance(data, dict):
         raise _fail(source, "", "a JSON object")
-    image, dockerfile, context = devcontainer.base_of(source, data)
-    build = data.get("build")
-    build = build if isinstance(build, dict) else {}
-    build_args = _table(source, "build.args", build.get("args") or {}) if dockerfile else {}
+    composed = None
+    env = _table(source, "containerEnv", data.get("containerEnv") or {}, names=True)
+    if "dockerComposeFile" in data:
+        composed = compose.read(source, data, kept or {})
+        service = composed.service
+        image, dockerfile, context = service.image, service.dockerfile, service.context or "."
+        build_args = dict(service.build_args)
+        files, key = " + ".join(composed.files), f"services.{service.name}.environment"
+        # containerEnv overrides the service's variables
+        env = {**_table(files, key, dict(service.environment), names=True), **env}
+    else:
+        image, dockerfile, context = devcontainer.base_of(source, data)
+        build = data.get("build")
+        build = build if isinstance(build, dict) else {}
+        build_args = _table(source, "build.args", build.get("args") or {}) if dockerfile else {}
     on_create, update_content, post_create, post_start = (
         _commands(source, key, data.get(key)) for key in LIFECYCLE_KEYS
     )
@@ -213,11 +234,15 @@ def from_reading(reading: Mapping[str, Any], source: str, found: Sequence[str] =
         build_args=build_args,
         lifecycle=lifecycle,
         features=devcontainer.features_of(source, data),
-        env=_table(source, "containerEnv", data.get("containerEnv") or {}, names=True),
+        env=env,
         user=_string(source, "remoteUser", user) if user else None,
         found=devcontainer.ordered(found or (source,)),
-        not_applied=devcontainer.not_applied(data),
-        ignored=devcontainer.ignored(data),
+        not_applied={
+            **devcontainer.not_applied(data),
+            **(composed.not_applied if composed else {}),
+        },
+        ignored=devcontainer.ignored(data) + (composed.ignored if composed else ()),
+        compose=composed,
     )
 
 
@@ -275,7 +300,7 @@ def declared(files: Mapping[str, str]) -> Environment | None:
             raise BadInput(
                 f"{devcontainer.READING_PATH}: not the reading setup keeps: run setup again"
             ) from None
-        return from_reading(kept, source, [str(path) for path in found])
+        return from_reading(kept, source, [str(path) for path in found], files)
     kept_configs = sorted(path for path in files if devcontainer.is_configuration(path))
     if kept_configs:
         raise BadInput(

@@ -12,8 +12,8 @@ Three parts:
   (`devcontainer read-configuration`, on the machine that runs setup): every variable substituted
   as the specification says, then mapped to one `Environment`. Every key that changes a clone's
   environment is either applied or named as not applied yet; the keys that only concern an
-  editor or the host are named as ignored; what cannot work (Docker Compose, no base) is refused
-  in one line naming the file and the key.
+  editor or the host are named as ignored; what cannot work (no base) is refused in one line
+  naming the file and the key. Docker Compose files are read by `environment/compose.py`.
 """
 
 from __future__ import annotations
@@ -117,17 +117,10 @@ def _inside(path: str, key: str, relative: object) -> str:
     return joined
 
 
-COMPOSE_REFUSAL = (
-    "Docker Compose services are not supported: a clone runs in one image "
-    "(declare image or build.dockerfile)"
-)
-
-
 def base_of(path: str, data: Mapping[str, Any]) -> tuple[str | None, str | None, str]:
     """The image, or the Dockerfile and its context (paths in the repository), of a
-    configuration's object, as the specification tells which one it is."""
-    if "dockerComposeFile" in data:
-        raise BadInput(f"{path}: dockerComposeFile: {COMPOSE_REFUSAL}")
+    configuration's object, as the specification tells which one it is (a Compose
+    configuration's is its service's: `compose.read`)."""
     build = data.get("build")
     if build is not None and not isinstance(build, dict):
         raise _fail(path, "build", "an object with dockerfile, context and args")
@@ -143,7 +136,7 @@ def base_of(path: str, data: Mapping[str, Any]) -> tuple[str | None, str | None,
         if not isinstance(image, str) or not image.strip() or "\0" in image:
             raise _fail(path, "image", "a non-empty string")
         return image, None, posixpath.dirname(path) or "."
-    raise _fail(path, "image", "image or build.dockerfile (Docker Compose is not supported)")
+    raise _fail(path, "image", "image, build.dockerfile or dockerComposeFile")
 
 
 MAX_FEATURES = 64
@@ -193,8 +186,10 @@ def locate(path: str, text: str) -> tuple[str | None, str, str]:
     the repository, and the key that names the Dockerfile: what the check clone copies besides
     the configuration (and its local features' folders: `local_feature_folders`)."""
     data = parse_text(path, text)
-    _, dockerfile, context = base_of(path, data)
     features_of(path, data)
+    if "dockerComposeFile" in data:  # the Compose files say: `compose.references`
+        return None, posixpath.dirname(path) or ".", "dockerComposeFile"
+    _, dockerfile, context = base_of(path, data)
     build = data.get("build")
     named = isinstance(build, dict) and "dockerfile" in build
     return dockerfile, context, "build.dockerfile" if named else "dockerFile"
@@ -205,10 +200,11 @@ APPLIED = frozenset(
     {"image", "build", "dockerFile", "context", "containerEnv", "workspaceFolder"}
     | {"features", "overrideFeatureInstallOrder", "remoteEnv"}
     | {"onCreateCommand", "updateContentCommand", "postCreateCommand", "postStartCommand"}
+    | {"dockerComposeFile", "service", "runServices"}
 )
 """Used to make the clone's image (the base, its features, the build's arguments, the
-variables) or run in the clone's workspace before the engine starts (the lifecycle commands,
-in the workspace folder the configuration names)."""
+variables), to start the Compose services beside it, or run in the clone's workspace before the
+engine starts (the lifecycle commands, in the workspace folder the configuration names)."""
 NOT_APPLIED = {
     "postAttachCommand": "not run: no tool attaches to a clone",
     "initializeCommand": "not run (it runs on the host)",

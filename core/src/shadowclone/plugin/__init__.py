@@ -55,9 +55,12 @@ from shadowclone.plugin.types import (
 if TYPE_CHECKING:
     from shadowclone.config import default_paths
     from shadowclone.config.schema import DEFAULT_IMAGE, DEMO_IMAGE
+    from shadowclone.environment.compose import Compose
+    from shadowclone.environment.compose_services import Service as ComposeService
     from shadowclone.environment.declared import Environment
     from shadowclone.environment.declared import declared as declared_environment
     from shadowclone.environment.declared import image_tag as environment_image_tag
+    from shadowclone.environment.devcontainer import READING_PATH as DEVCONTAINER_READING
     from shadowclone.environment.devcontainer import clean_env as devcontainer_env
     from shadowclone.environment.devcontainer import cli_command as devcontainer_cli
     from shadowclone.files import FileLock, write_atomic
@@ -102,6 +105,8 @@ _LAZY = {
         ("STOP_GRACE_S", "ProcessSession", "exit_words"), "shadowclone.plugin.engine_base"
     ),
     **dict.fromkeys(("DEFAULT_IMAGE", "DEMO_IMAGE"), "shadowclone.config.schema"),
+    "Compose": "shadowclone.environment.compose",
+    "ComposeService": "shadowclone.environment.compose_services:Service",
     "Environment": "shadowclone.environment.declared",
     "PrebuildSpec": "shadowclone.node.lifecycle",
     "declared_environment": "shadowclone.environment.declared:declared",
@@ -110,6 +115,7 @@ _LAZY = {
     "default_paths": "shadowclone.config",
     "devcontainer_cli": "shadowclone.environment.devcontainer:cli_command",
     "devcontainer_env": "shadowclone.environment.devcontainer:clean_env",
+    "DEVCONTAINER_READING": "shadowclone.environment.devcontainer:READING_PATH",
     "write_atomic": "shadowclone.files",
     "FileLock": "shadowclone.files",
     **dict.fromkeys(
@@ -136,10 +142,13 @@ __all__ = [
     "CORE_VERSION",
     "DEFAULT_IMAGE",
     "DEMO_IMAGE",
+    "DEVCONTAINER_READING",
     "ENTRY_POINT_GROUP",
     "STOP_GRACE_S",
     "BadInput",
     "CloneStatus",
+    "Compose",
+    "ComposeService",
     "ConfigError",
     "EarlyStart",
     "Engine",

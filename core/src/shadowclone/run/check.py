@@ -8,7 +8,7 @@ from pathlib import Path
 
 import attrs
 
-from shadowclone.environment import devcontainer
+from shadowclone.environment import compose, devcontainer
 from shadowclone.environment.declared import TOML_PATH, parse_environment_toml
 from shadowclone.errors import BadInput, ShadowcloneError
 from shadowclone.node.checks import ENVIRONMENT_FOLDER, CheckReport
@@ -81,15 +81,14 @@ def fetch_environment(
     fetched = {source: text}
     folders: list[str] = []
     if dockerfile is not None:
-        data = client.contents(repo, dockerfile)
-        if not isinstance(data, bytes):
-            raise BadInput(f"{source}: {key}: {dockerfile} is not a file of the repository")
-        fetched[dockerfile] = data
+        fetched[dockerfile] = _file(client, repo, dockerfile, f"{source}: {key}")
         folders.append(context)
     features: tuple[str, ...] = ()
     if source != TOML_PATH:
         parsed = devcontainer.parse_text(source, configurations[source])
         features = devcontainer.local_feature_folders(source, parsed)
+        if "dockerComposeFile" in parsed:
+            folders += _fetch_compose(client, repo, source, parsed, fetched)
     needed: set[str] = set()
     _listed(client, repo, source, folders, "the build context", needed)
     _listed(client, repo, source, list(features), "the local feature", needed)
@@ -111,6 +110,43 @@ def fetch_environment(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     return source, found
+
+
+def _file(client: GithubClient, repo: str, path: str, where: str) -> bytes:
+    data = client.contents(repo, path)
+    if not isinstance(data, bytes):
+        raise BadInput(f"{where}: {path} is not a file of the repository")
+    return data
+
+
+def _fetch_compose(
+    client: GithubClient,
+    repo: str,
+    source: str,
+    parsed: dict[str, object],
+    fetched: dict[str, bytes],
+) -> list[str]:
+    """Add to `fetched` a Compose configuration's files, the project's `.env`, the services'
+    env files and Dockerfiles; return the services' build contexts."""
+    files = compose.compose_files(source, parsed)
+    for path in files:
+        fetched[path] = _file(client, repo, path, f"{source}: dockerComposeFile")
+    env = client.contents(repo, compose.project_env_path(files))
+    if isinstance(env, bytes):
+        fetched[compose.project_env_path(files)] = env
+    texts = {path: _text(path, data) for path, data in fetched.items()}
+    for path in compose.env_files(source, parsed, texts):
+        data = client.contents(repo, path)
+        if isinstance(data, bytes):  # a missing one that is required is refused when read
+            fetched[path] = data
+            texts[path] = _text(path, data)
+    contexts = []
+    for path in compose.references(source, parsed, texts):
+        if path.endswith("/"):
+            contexts.append(path.removesuffix("/"))
+        elif path not in fetched:
+            fetched[path] = _file(client, repo, path, f"{source}: a Compose service's build")
+    return contexts
 
 
 def _listed(

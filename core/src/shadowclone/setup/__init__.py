@@ -21,7 +21,7 @@ import attrs
 
 from shadowclone.config import Config, Paths
 from shadowclone.environment import devcontainer
-from shadowclone.environment.declared import DECLARATIONS, Environment, declared
+from shadowclone.environment.declared import Environment, declared
 from shadowclone.environment.recipe import recipe_for
 from shadowclone.errors import BadInput, PluginUnavailable, ShadowcloneError
 from shadowclone.node.admission import Login, login_refuses
@@ -398,7 +398,7 @@ def declaration_summary(environment: Environment) -> str:
 
 def _declared(paths: Paths, repo: str) -> Environment:
     """The environment setup kept for `repo` (an empty one when it declares none)."""
-    kept = environment_files(paths, repo, only=DECLARATIONS)
+    kept = environment_files(paths, repo)  # a Compose configuration reads its files too
     return declared(kept) or Environment(source="")
 
 

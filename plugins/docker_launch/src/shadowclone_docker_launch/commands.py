@@ -17,6 +17,7 @@ from shadowclone.plugin import (
     DEMO_IMAGE,
     BadInput,
     ConfigError,
+    Environment,
     MalformedFile,
     PluginUnavailable,
     Refused,
@@ -169,6 +170,7 @@ def describe(repo_text: str) -> dict[str, Any]:
         tag=tag,
         built=None if tag is None else image_id(tag) is not None,
         prebuilt=None,
+        compose=_compose_shown(environment),
     )
     if tag is not None and environment.lifecycle.prebuilt():
         from shadowclone_docker_launch.prebuilds import newest_prebuilt
@@ -177,6 +179,19 @@ def describe(repo_text: str) -> dict[str, Any]:
         if made is not None:
             shown["prebuilt"] = {"tag": made[0], "commit": made[1]}
     return shown
+
+
+def _compose_shown(environment: Environment) -> dict[str, object] | None:
+    composed = environment.compose
+    if composed is None:
+        return None
+    return {
+        "files": list(composed.files),
+        "service": composed.service.name,
+        "services": [
+            {"name": s.name, "image": s.image, "dockerfile": s.dockerfile} for s in composed.others
+        ],
+    }
 
 
 @env.command()
@@ -201,6 +216,18 @@ def show(repo: str, as_json: bool) -> None:
             f"also found  {', '.join(others)} (not read: choose with `shadowclone setup "
             f"{shown['repo']} --devcontainer PATH`)"
         )
+    composed = shown["compose"]
+    if composed:
+        rows.append(
+            f"compose     {', '.join(composed['files'])}: the clone is the service "
+            f"{composed['service']}"
+        )
+        for service in composed["services"]:
+            made = service["image"] or f"built from {service['dockerfile']}"
+            rows.append(
+                f"service     {service['name']} ({made}): starts beside each clone on the open "
+                "network, ends with it"
+            )
     if shown["image"]:
         rows.append(f"base        the image {shown['image']}")
     else:

@@ -14,14 +14,17 @@ import os
 import posixpath
 import re
 import shlex
+import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
 from shadowclone.plugin import (
+    DEVCONTAINER_READING,
     BadInput,
+    Compose,
     Environment,
     EnvironmentRecipe,
     FileLock,
@@ -34,6 +37,7 @@ from shadowclone.plugin import (
     files_in,
 )
 
+from shadowclone_docker_launch import services
 from shadowclone_docker_launch.builds import (
     TAIL_LINES,
     BuildError,
@@ -42,6 +46,8 @@ from shadowclone_docker_launch.builds import (
     image_id,
     run_build,
 )
+
+_TAG_UNSAFE = re.compile(r"[^a-z0-9_.-]+")
 
 
 @attrs.frozen
@@ -115,27 +121,36 @@ def ensure_image(
     base = environment.image
     if base is not None:
         pull(docker, base, cancel)
-    if environment.features:
+    labels: list[str] = []
+    if environment.compose is not None:
+        composed = compose_images(plan, f"{name}:{digest}", network, say, cancel)
+        labels = ["--label", f"{services.LABEL_SERVICES}={services.label_value(composed)}"]
+    if environment.dockerfile is not None:
         base = f"{name}:{digest}-base"
-        build_with_features(plan, base, docker, say, cancel, network)
-    elif environment.dockerfile is not None:
-        base = f"{name}:{digest}-base"
-        args = [f"--build-arg={key}={value}" for key, value in environment.build_args.items()]
         dockerfile = plan.folder / environment.dockerfile
-        context = plan.folder / environment.context
-        run_build(
-            [docker, "build", *net, "--tag", base, "--file", str(dockerfile), *args, str(context)],
-            f"the base of {repo}'s environment from {environment.dockerfile}",
+        build_from(
+            docker,
+            base,
+            dockerfile,
+            plan.folder / environment.context,
+            environment.build_args,
+            network,
             say,
             cancel,
+            f"the base of {repo}'s environment from {environment.dockerfile}",
         )
+    if environment.features:
+        assert base is not None
+        featured = f"{name}:{digest}-features"
+        build_with_features(plan, featured, docker, say, cancel, network, base)
+        base = featured
     assert base is not None
     clone = f"{name}:{digest}-clone"
     build_image(clone, base, network=network, ca_certs=ca_certs, say=say, cancel=cancel)
     with tempfile.TemporaryDirectory(prefix="shadowclone-env-") as context_dir:
         (Path(context_dir) / "Dockerfile").write_text(final_dockerfile(clone, environment))
         run_build(
-            [docker, "build", *net, "--tag", tag, context_dir],
+            [docker, "build", *net, *labels, "--tag", tag, context_dir],
             f"{repo}'s environment",
             say,
             cancel,
@@ -143,8 +158,62 @@ def ensure_image(
     return tag, True
 
 
-def pull(docker: str, image: str, cancel: threading.Event | None) -> None:
-    """Have `image` here, pulled if it is not: a base that cannot be pulled is refused in one
+def build_from(
+    docker: str,
+    tag: str,
+    dockerfile: Path,
+    context: Path,
+    build_args: Mapping[str, str],
+    network: str | None,
+    say: Say | None,
+    cancel: threading.Event | None,
+    what: str,
+) -> None:
+    """`docker build` of a Dockerfile of the repository."""
+    net = ["--network", network] if network else []
+    args = [f"--build-arg={key}={value}" for key, value in build_args.items()]
+    argv = [docker, "build", *net, "--tag", tag, "--file", str(dockerfile), *args, str(context)]
+    run_build(argv, what, say, cancel)
+
+
+def compose_images(
+    plan: ImagePlan,
+    prefix: str,
+    network: str | None,
+    say: Say | None,
+    cancel: threading.Event | None,
+) -> Compose:
+    """Each Compose service that starts beside the clone with its image here: pulled, or
+    built from its Dockerfile (tagged `prefix` and its name); the reading with those images."""
+    composed = plan.environment.compose
+    assert composed is not None
+    docker = docker_cli()
+    others = []
+    for service in composed.others:
+        image = service.image
+        if service.dockerfile is not None and service.context is not None:
+            image = f"{prefix}-service-{_TAG_UNSAFE.sub('-', service.name.lower())}"
+            if image_id(image) is None:
+                build_from(
+                    docker,
+                    image,
+                    plan.folder / service.dockerfile,
+                    plan.folder / service.context,
+                    service.build_args,
+                    network,
+                    say,
+                    cancel,
+                    f"the Compose service {service.name} of {plan.repo}",
+                )
+        else:
+            assert image is not None
+            pull(docker, image, cancel, f"services.{service.name}.image")
+        others.append(attrs.evolve(service, image=image))
+    return attrs.evolve(composed, others=tuple(others))
+
+
+def pull(docker: str, image: str, cancel: threading.Event | None, key: str = "image") -> None:
+    """Have `image` here, pulled if it is not: an image that cannot be pulled is refused in one
     line naming it and the key, before any build."""
     if image_id(image) is not None:
         return
@@ -155,7 +224,7 @@ def pull(docker: str, image: str, cancel: threading.Event | None) -> None:
         if cancel is not None and cancel.is_set():
             raise
         said = lines[-1].strip() if lines else "no message"
-        raise BuildError(f"image: {image} cannot be pulled: {said[:300]}") from None
+        raise BuildError(f"{key}: {image} cannot be pulled: {said[:300]}") from None
 
 
 FEATURES_LOCK = Path(tempfile.gettempdir()) / f"shadowclone-devcontainer-build-{os.getuid()}.lock"
@@ -174,19 +243,38 @@ def build_with_features(
     say: Say | None,
     cancel: threading.Event | None,
     network: str | None = None,
+    base: str | None = None,
 ) -> None:
-    """The declared base with its features installed, built by the pinned Dev Containers CLI
-    (`devcontainer build`) as the specification says, from the files setup kept, on the
-    builds' network (`[environment] network`). A feature that cannot be fetched or installed
-    is refused in one line naming it."""
+    """`base` (the declared base, made already) with the configuration's features installed,
+    built by the pinned Dev Containers CLI (`devcontainer build`) as the specification says,
+    on the builds' network (`[environment] network`). The CLI reads a copy of the files setup
+    kept where the configuration names `base` as its image (and nothing else but its
+    features): it never builds the base again, nor asks for Docker Compose. A feature that
+    cannot be fetched or installed is refused in one line naming it."""
     try:
         cli = devcontainer_cli()
     except BadInput as error:
         raise Refused(f"features: {error}") from None
     with tempfile.TemporaryDirectory(prefix="shadowclone-features-") as scratch:
+        workspace = Path(scratch) / "workspace"
+        shutil.copytree(plan.folder, workspace, symlinks=True)
+        if base is not None:
+            features_only(workspace, plan.environment.source, base)
         if network:
             docker = docker_on_network(docker, network, Path(scratch))
-        _build_with_features(plan, tag, [*cli], docker, say, cancel)
+        _build_with_features(plan, workspace, tag, [*cli], docker, say, cancel)
+
+
+def features_only(workspace: Path, source: str, base: str) -> None:
+    """Make the configuration at `source` in `workspace` name `base` as its image, with its
+    features (as the reference CLI read them) and nothing else."""
+    reading = json.loads((workspace / DEVCONTAINER_READING).read_text())
+    configuration = reading["configuration"]
+    kept = {"image": base}
+    for key in ("features", "overrideFeatureInstallOrder", "remoteUser", "containerUser"):
+        if key in configuration:
+            kept[key] = configuration[key]
+    (workspace / source).write_text(json.dumps(kept, indent=2) + "\n")
 
 
 DOCKER_ON_NETWORK = """#!/bin/sh
@@ -216,6 +304,7 @@ def docker_on_network(docker: str, network: str, folder: Path) -> str:
 
 def _build_with_features(
     plan: ImagePlan,
+    workspace: Path,
     tag: str,
     cli: list[str],
     docker: str,
@@ -223,8 +312,8 @@ def _build_with_features(
     cancel: threading.Event | None,
 ) -> None:
     environment = plan.environment
-    argv = [*cli, "build", "--workspace-folder", str(plan.folder)]
-    argv += ["--config", str(plan.folder / environment.source), "--image-name", tag]
+    argv = [*cli, "build", "--workspace-folder", str(workspace)]
+    argv += ["--config", str(workspace / environment.source), "--image-name", tag]
     argv += ["--no-lockfile", "--docker-path", docker, "--log-format", "text"]
     env = devcontainer_env(cli[0])
     for name in ("DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY"):

@@ -35,7 +35,7 @@ from shadowclone.plugin import (
     one_line,
 )
 
-from shadowclone_docker_launch import egress, spares
+from shadowclone_docker_launch import egress, services, spares
 from shadowclone_docker_launch.image_check import check_image
 from shadowclone_docker_launch.names import (
     CAPABILITIES,
@@ -145,7 +145,7 @@ class DockerLauncher:
         from shadowclone_docker_launch.environments import prepare_image
 
         tag, environment = prepare_image(spec.environment, spec.image, say, cancel)
-        if spec.repo_cache is not None:
+        if spec.repo_cache is not None and environment.compose is None:  # needs its services
             cache = self._recipe.repo_cache(spec.repo_cache)
             tag = self.prebuilds(spec.environment.network).choose(environment, tag, cache, say)
         return attrs.evolve(spec, image=tag)
@@ -168,12 +168,15 @@ class DockerLauncher:
         image_id = self._check_image(spec.image)
         recipe = self._recipe
         mounts = recipe.mounts(spec)
-        if spares.take(self._docker, recipe, spec, image_id, mounts):
+        composed = services.services_of(self.client, spec.image)
+        if composed is None and spares.take(self._docker, recipe, spec, image_id, mounts):
             return
         environment = recipe.environment(spec)
         options: dict[str, Any]
-        if spec.network is NetworkMode.MODEL_ONLY:
+        if spec.network is NetworkMode.MODEL_ONLY:  # without its Compose services: no network
             options = egress.shut_off(self._docker, spec, mounts, environment)
+        elif composed is not None:
+            options = services.start(self._docker, spec.clone_id, composed)
         else:
             options = {"extra_hosts": HOST_GATEWAY}
         labels = {**spec.labels, LABEL_CLONE: spec.clone_id, LABEL_SCOPE: self.scope}
@@ -190,14 +193,14 @@ class DockerLauncher:
         except docker.errors.APIError as error:
             if error.status_code == 409:  # another launcher made it just now: leave it be
                 raise Refused(f"clone {spec.clone_id} already has a container") from None
-            self._docker.remove_all(spec.clone_id)
+            self.remove(spec.clone_id)
             raise PluginUnavailable(
                 f"Docker could not create clone {spec.clone_id}: {explain(error)}"
             ) from None
         try:
             container.start()
         except docker.errors.APIError as error:
-            self._docker.remove_all(spec.clone_id)
+            self.remove(spec.clone_id)
             raise PluginUnavailable(
                 f"Docker could not start clone {spec.clone_id}: {explain(error)}"
             ) from None
@@ -221,10 +224,12 @@ class DockerLauncher:
         if helper is not None and state(helper) in RUNNING_STATES:
             with contextlib.suppress(docker.errors.NotFound):
                 helper.stop(timeout=0)
+        services.stop(self._docker, clone_id)
 
     def remove(self, clone_id: str) -> None:
         check_id(clone_id)
         self._docker.remove_all(clone_id)
+        services.remove(self._docker, clone_id)
 
     def running(self) -> Sequence[CloneStatus]:
         found = []
@@ -239,6 +244,7 @@ class DockerLauncher:
         serve calls it at start, after taking up its clones; returns one line per thing
         removed."""
         removed = self._docker.reap_strays()
+        removed += services.reap(self._docker)
         for container in self._docker.labelled(LABEL_PREBUILD):  # its serve died during it
             remove_container(container)
             removed.append(f"container {container.name} (a prebuild no serve finishes)")
@@ -286,8 +292,8 @@ class DockerLauncher:
         return found[0]
 
     def traces(self, clone_id: str) -> list[str]:
-        """Everything Docker still holds of one clone: containers and volumes."""
-        return self._docker.traces(clone_id)
+        """Everything Docker still holds of one clone: containers, networks and volumes."""
+        return self._docker.traces(clone_id) + services.traces(self._docker, clone_id)
 
     def _check_image(self, image: str) -> str:
         return check_image(self.client, image, self.owner[0])

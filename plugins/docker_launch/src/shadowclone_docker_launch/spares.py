@@ -22,6 +22,7 @@ from docker.models.containers import Container
 from docker.types import Mount
 from shadowclone.plugin import LaunchSpec, NetworkMode, PluginUnavailable, Refused
 
+from shadowclone_docker_launch import services
 from shadowclone_docker_launch.image_check import check_image
 from shadowclone_docker_launch.names import (
     HOST_GATEWAY,
@@ -53,6 +54,8 @@ def keep(docker_scope: DockerScope, recipe: Recipe, spec: LaunchSpec) -> None:
     if spec.network is not NetworkMode.OPEN or spec.environment is not None:
         raise Refused("only a clone on the open network, of a ready image, has a spare")
     image_id = check_image(docker_scope.client, spec.image, recipe.owner[0])
+    if services.services_of(docker_scope.client, spec.image) is not None:
+        raise Refused("a clone with Compose services has no spare: they start at its launch")
     folder = spec.run_folder.absolute()
     pipe = folder / SPARE_PIPE
     os.mkfifo(pipe, 0o600)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -226,6 +227,21 @@ def a_world(
             launcher = world.launcher
             for status in launcher.running():
                 launcher.remove(status.clone_id)
+
+
+def own_repository(world: World) -> str:
+    """A repository of the test's own on the fake GitHub, set up for Claude Code: what Docker
+    keeps by repository (its environment's image, its package caches) is the test's alone,
+    never another run's of the same test beside it or before it."""
+    repo = f"owner/app-{uuid.uuid4().hex[:8]}"
+    world.github.create_repo(repo, files={"README.md": "# app\n"})
+    set_up(world.paths, repo, engine="claude", login="claude-api-key")
+    return repo
+
+
+def issue(world: World, repo: str, title: str) -> int:
+    number: int = world.github.create_issue(repo, author="owner", title=title)
+    return number
 
 
 def script(model: FakeModelServer, *replies: Reply, on_message: Reply | None = None) -> None:
