@@ -154,6 +154,11 @@ def test_what_a_service_may_not_do_is_named_never_dropped() -> None:
         ),
         ({"compose.yaml": "services: {app: {image: a}}"}, {"dockerComposeFile": "/etc/x"}, ""),
         (
+            {"compose.yaml": "services: {app: {image: a, depends_on: {db: now}}, db: {image: d}}"},
+            {},
+            ".devcontainer/compose.yaml: services.app.depends_on.db: expected a mapping",
+        ),
+        (
             {"compose.yaml": "services: {app: {}}"},
             {},
             ".devcontainer/compose.yaml: services.app.image: expected image or build",
@@ -167,6 +172,13 @@ def test_what_cannot_work_is_one_line(
         read(files, **configuration)
     assert "\n" not in str(raised.value)
     assert str(raised.value).startswith(line or f"{CONFIG}: dockerComposeFile: expected")
+
+
+def test_a_key_no_one_knows_is_named_as_not_applied() -> None:
+    found = read({"compose.yaml": "services: {app: {image: a}, db: {image: d, 1: x}}"})
+    assert found.not_applied == {
+        ".devcontainer/compose.yaml: services.db.1": "not a key shadowclone knows"
+    }
 
 
 def test_an_alias_bomb_is_refused() -> None:

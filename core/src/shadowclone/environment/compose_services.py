@@ -122,7 +122,8 @@ class ServiceReader:
         return f"{' + '.join(self.files)}: services.{name}.{key}"
 
     def service(self, name: str, data: Mapping[str, Any], clone: bool) -> Service:
-        for key, value in data.items():
+        for written, value in data.items():
+            key = str(written)
             if key.startswith("x-") or value in (None, [], {}, False):
                 continue
             where = self.where(name, key)
@@ -263,6 +264,8 @@ class ServiceReader:
         found: dict[str, str] = {}
         conditions = ("service_started", "service_healthy", "service_completed_successfully")
         for other, options in value.items():
+            if options is not None and not isinstance(options, dict):
+                raise fail(f"{where}.{other}", "a mapping with a condition")
             condition = (options or {}).get("condition", "service_started")
             if condition not in conditions:
                 raise fail(f"{where}.{other}.condition", f"one of {', '.join(conditions)}")
