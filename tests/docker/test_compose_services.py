@@ -141,8 +141,8 @@ def test_compose_services_start_beside_the_clone_and_end_with_it(world: World, i
         assert "review toolchain: passed" in (record.report or ""), record.report
         assert [f"shadowclone-{clone_id}-store"] in seen, seen
     finally:
-        made = world.client.images.list(name=tag.partition(":")[0])
-        for found in made:
-            for name in found.tags:
-                with contextlib.suppress(docker.errors.ImageNotFound):
-                    world.client.images.remove(name, force=True)
+        # As the environments' tests: the environment image and the store's only; the
+        # intermediate -clone image may be the clone image itself under another tag.
+        for name in (tag, f"{tag}-service-store"):
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                world.client.images.remove(name)
