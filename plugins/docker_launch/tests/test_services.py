@@ -44,7 +44,7 @@ class Specs(LauncherContract):
     image = IMAGE
 
     def make_launcher(self, root: Path) -> Launcher:
-        raise NotImplementedError
+        return DockerLauncher(root / "clones", IMAGE)
 
     def arrange(self, root: Path, folder: RunFolder, behaviour: Behaviour) -> None:
         """The launches here name their own command."""

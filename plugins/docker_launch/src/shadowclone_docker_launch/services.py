@@ -260,7 +260,7 @@ def _owner(thing: Any) -> str:
 
 
 def _containers(scope: DockerScope, clone_id: str) -> list[Container]:
-    return [c for c in scope.labelled(f"{LABEL_SERVICE_OF}={clone_id}")]
+    return scope.labelled(f"{LABEL_SERVICE_OF}={clone_id}")
 
 
 def _labelled(scope: DockerScope, kind: str, clone_id: str | None) -> list[Any]:
