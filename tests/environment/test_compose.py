@@ -104,6 +104,27 @@ def test_files_merge_in_order_and_variables_come_from_the_projects_env() -> None
     assert "services.db.ports" in found.ignored
 
 
+def test_what_is_not_applied_names_the_file_that_wrote_it() -> None:
+    base = (
+        "services:\n  app:\n    image: a\n  db:\n    image: d\n    privileged: true\n"
+        "    volumes: [data:/data]\n    cap_add: [NET_ADMIN]\n"
+    )
+    override = (
+        "services:\n  db:\n    privileged: false\n    volumes: ['./seed.sql:/seed.sql']\n"
+        "    devices: ['/dev/fuse']\n"
+    )
+    found = read(
+        {"compose.yaml": base, "more.yaml": override},
+        dockerComposeFile=["compose.yaml", "more.yaml"],
+    )
+    first, second = ".devcontainer/compose.yaml", ".devcontainer/more.yaml"
+    assert set(found.not_applied) == {
+        f"{first}: services.db.cap_add",  # only the first file has it
+        f"{second}: services.db.devices",  # only the second
+        f"{first} + {second}: services.db.volumes[1]",  # both files' lists are merged
+    }  # privileged: the second file's false replaced the first's true
+
+
 def test_run_services_and_profiles_choose_what_starts() -> None:
     text = (
         "services:\n  app:\n    image: a\n    depends_on: [db]\n  db:\n    image: d\n"

@@ -63,6 +63,7 @@ def test_a_devcontainer_with_a_dockerfile_and_every_command_shape() -> None:
             on_create=("make deps",),
             post_create=("go install ./...", "git config x y"),
             workspace_folder="/workspaces/app",
+            names={"postCreateCommand": ("tools", "hooks")},
         ),
         env={"GOFLAGS": "-mod=mod"},
         user="vscode",
@@ -72,6 +73,13 @@ def test_a_devcontainer_with_a_dockerfile_and_every_command_shape() -> None:
         ignored=("name",),
     )
     assert environment.files() == (DEVCONTAINER_PATH, ".devcontainer/Dockerfile")
+    assert environment.lifecycle.groups() == [
+        [("onCreateCommand", "make deps")],
+        [
+            ("postCreateCommand.tools", "go install ./..."),
+            ("postCreateCommand.hooks", "git config x y"),
+        ],
+    ]
 
 
 def test_the_legacy_dockerfile_keys_and_empty_commands() -> None:

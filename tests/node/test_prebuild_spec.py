@@ -12,34 +12,52 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from shadowclone import contract
-from shadowclone.node.lifecycle import Lifecycle, PrebuildSpec
+from shadowclone.node.lifecycle import LIFECYCLE_KEYS, PREBUILT_KEYS, Lifecycle, PrebuildSpec
 from shadowclone.run.lifecycle import read_prebuilt
 
 lines = st.lists(st.text(max_size=40), max_size=3).map(tuple)
-lifecycles = st.builds(
-    Lifecycle,
-    on_create=lines,
-    update_content=lines,
-    post_create=lines,
-    post_start=lines,
-    remote_env=st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=20), max_size=3),
-)
 
 
-@given(lifecycles, st.text(alphabet="0123456789abcdef", min_size=40, max_size=40))
+@st.composite
+def lifecycles(draw: st.DrawFn) -> Lifecycle:
+    """Any commands, some keys' commands named (a table in devcontainer.json)."""
+    commands: dict[str, tuple[str, ...]] = {key: draw(lines) for key in LIFECYCLE_KEYS}
+    names: dict[str, tuple[str, ...]] = {}
+    for key, found in commands.items():
+        named: bool = draw(st.booleans())
+        if found and named:
+            names[key] = tuple(draw(st.text(min_size=1, max_size=6)) for _ in found)
+    return Lifecycle(
+        on_create=commands["onCreateCommand"],
+        update_content=commands["updateContentCommand"],
+        post_create=commands["postCreateCommand"],
+        post_start=commands["postStartCommand"],
+        remote_env=draw(
+            st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=20), max_size=3)
+        ),
+        names=names,
+    )
+
+
+@given(lifecycles(), st.text(alphabet="0123456789abcdef", min_size=40, max_size=40))
 def test_a_spec_comes_back_as_it_was_sent(lifecycle: Lifecycle, commit: str) -> None:
     back = PrebuildSpec.from_json(PrebuildSpec(commit, lifecycle).to_json())
     assert back.commit == commit
     assert back.lifecycle.prebuilt() == lifecycle.prebuilt()
     assert dict(back.lifecycle.remote_env) == dict(lifecycle.remote_env)
     assert back.lifecycle.prebuild_digest() == lifecycle.prebuild_digest()
+    assert back.lifecycle.groups(PREBUILT_KEYS) == lifecycle.groups(PREBUILT_KEYS)
 
 
-@given(lifecycles, lifecycles)
+@given(lifecycles(), lifecycles())
 def test_the_digest_changes_with_what_a_prebuild_runs_and_nothing_else(
     one: Lifecycle, other: Lifecycle
 ) -> None:
-    same = one.prebuilt() == other.prebuilt() and dict(one.remote_env) == dict(other.remote_env)
+    same = (
+        one.prebuilt() == other.prebuilt()
+        and dict(one.remote_env) == dict(other.remote_env)
+        and one.groups(PREBUILT_KEYS) == other.groups(PREBUILT_KEYS)
+    )
     assert (one.prebuild_digest() == other.prebuild_digest()) == same
 
 

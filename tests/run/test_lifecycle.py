@@ -1,8 +1,8 @@
 """A dev container's lifecycle commands, run by the run program where the specification runs
-them: in the workspace, with the repository there, in order, before the engine starts; their
-output in progress lines; a failure ends the commands after it and is told to the engine; a
-stranger's work runs none of them; a stop ends them (the real Claude Code CLI, the fake model
-server and GitHub)."""
+them: in the workspace, with the repository there, in order (named ones of a key in parallel),
+before the engine starts; their output in progress lines; a failure ends the commands after it
+and is told to the engine; a stranger's work runs none of them; a stop ends them (the real
+Claude Code CLI, the fake model server and GitHub)."""
 
 from __future__ import annotations
 
@@ -83,6 +83,38 @@ def test_a_failing_command_ends_the_rest_and_the_engine_is_told(world: World) ->
     assert not any(text.startswith("postStartCommand") for text in texts(lines))
     assert not (world.tmp / f"run-{number}" / "workspace" / "NEVER").exists()
     assert first.contains("postCreateCommand `echo broken; exit 3` exited 3")
+
+
+WAIT_FOR = (
+    "touch {mine}; for i in $(seq 200); do [ -f {other} ] && exit 0; sleep 0.05; done; exit 7"
+)
+"""Made its file, then waits up to 10 s for the other's: passes only beside the other."""
+
+
+def test_named_commands_run_in_parallel_and_one_failing_ends_the_keys_after(
+    world: World,
+) -> None:
+    gh = world.github
+    number = gh.create_issue("owner/app", author="owner", title="Parallel setup")
+    lifecycle = Lifecycle(
+        on_create=(WAIT_FOR.format(mine="A", other="B"), WAIT_FOR.format(mine="B", other="A")),
+        post_create=("echo fine", "exit 4"),
+        post_start=("touch NEVER",),
+        names={"onCreateCommand": ("a", "b"), "postCreateCommand": ("fine", "broken")},
+    )
+    with models(Text("Noted.")) as server:
+        code, lines = world.run(world.folder(number, server, lifecycle=lifecycle))
+        first = server.model_requests()[0]
+    said = texts(lines)
+    assert (code, lines[-1].outcome) == (0, Outcome.DONE), said
+    for label in ("onCreateCommand.a", "onCreateCommand.b", "postCreateCommand.fine"):
+        assert any(text.startswith(f"{label}: done in ") for text in said), (label, said)
+    assert "postCreateCommand.fine: fine" in said
+    [error] = [line for line in lines if line.kind is ProgressKind.ERROR]
+    assert error.text.startswith("postCreateCommand.broken exited 4 after ")
+    assert error.text.endswith("; 1 command(s) after it not run: the engine starts anyway")
+    assert not (world.tmp / f"run-{number}" / "workspace" / "NEVER").exists()
+    assert first.contains("postCreateCommand.broken `exit 4` exited 4")
 
 
 def test_a_strangers_pull_request_runs_none_of_them(world: World) -> None:

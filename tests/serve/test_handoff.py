@@ -8,7 +8,7 @@ import time
 from shadowclone.config import Paths
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, Record, State
-from shadowclone.plugin import LaunchSpec, LaunchState, NetworkMode
+from shadowclone.plugin import LaunchSpec, LaunchState, NetworkMode, PhasedLauncher
 from shadowclone.plugin.node import LocalNode
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import Play, Script
@@ -26,6 +26,26 @@ class NetworkLog(FakeLauncher):
 
     def launch(self, spec: LaunchSpec) -> None:
         self.networks.append(spec.network)
+        super().launch(spec)
+
+
+class Phased(FakeLauncher):
+    """The fake launcher as a `PhasedLauncher`, remembering each phase's end and removal."""
+
+    def __init__(self) -> None:
+        super().__init__(default_state_dir())
+        self.calls: list[str] = []
+
+    def end_phase(self, clone_id: str) -> None:
+        self.calls.append("end_phase")
+        super().remove(clone_id)
+
+    def remove(self, clone_id: str) -> None:
+        self.calls.append("remove")
+        super().remove(clone_id)
+
+    def launch(self, spec: LaunchSpec) -> None:
+        self.calls.append("launch")
         super().launch(spec)
 
 
@@ -50,6 +70,20 @@ def test_each_phase_is_launched_on_the_network_it_asks_for(
         "phase on network open",
     ]
     assert not RunFolder(sc_home.clones_dir / clone.id).handoff_file.exists()
+
+
+def test_a_phased_launcher_ends_each_phase_and_removes_the_clone_once_at_its_end(
+    sc_node: LocalNode, sc_home: Paths, sc_ready: Scripts
+) -> None:
+    sc_ready.set("acme/app#1", PHASES)
+    clone = sc_node.start("acme/app#1")
+    launcher = Phased()
+    assert isinstance(launcher, PhasedLauncher)
+    with serving(sc_node, launcher=launcher):
+        wait_state(sc_home, clone.id, State.DONE)
+        wait_until(lambda: "remove" in launcher.calls, "the clone removed")
+    phases = ["launch", "end_phase", "launch", "end_phase", "launch", "remove"]
+    assert launcher.calls == phases
 
 
 def test_a_phase_that_ended_while_serve_was_down_goes_on_when_serve_is_back(

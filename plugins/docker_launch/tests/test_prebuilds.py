@@ -27,10 +27,17 @@ from shadowclone_docker_launch.prebuilds import (
     mirror_head,
 )
 
+MEET = "touch {mine}; for i in $(seq 200); do [ -f {other} ] && exit 0; sleep 0.05; done; exit 7"
+"""Makes its file, then waits up to 10 s for the other's: ends well only beside the other."""
 LIFECYCLE = Lifecycle(
-    on_create=("mkdir -p deps && cp deps.lock deps/installed && echo warm > $HOME/warm",),
+    on_create=(
+        "mkdir -p deps && cp deps.lock deps/installed && echo warm > $HOME/warm",
+        MEET.format(mine=".one", other=".two"),
+        MEET.format(mine=".two", other=".one"),
+    ),
     update_content=("echo updated >> deps/installed",),
     post_create=("never run by a prebuild > /dev/null",),
+    names={"onCreateCommand": ("deps", "one", "two")},  # named: run in parallel
 )
 
 

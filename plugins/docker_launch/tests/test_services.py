@@ -1,7 +1,8 @@
 """A clone's Compose services, as the Docker launcher starts them from its image's label: beside
-an open clone on its own network, healthy first when asked; never beside a network-off clone;
-removed with the clone, or by the reaper once the clone is gone; a service that never gets
-healthy fails the launch in one line and leaves nothing."""
+an open clone on its own network, healthy first when asked; kept, with their data, for the
+clone's next phase; never beside a network-off clone; removed with the clone, or by the reaper
+once the clone is gone; a service that never gets healthy fails the launch in one line and
+leaves nothing."""
 
 from __future__ import annotations
 
@@ -125,6 +126,31 @@ def test_an_open_clone_reaches_its_services_by_name_and_they_end_with_it(
     traces = launcher.traces(spec.clone_id)
     assert f"network {network_name(spec.clone_id)}" in traces
     assert f"volume shadowclone-{spec.clone_id}-volume-data" in traces
+    launcher.remove(spec.clone_id)
+    assert launcher.traces(spec.clone_id) == []
+
+
+def test_a_later_phase_takes_up_the_services_and_their_data(
+    launcher: DockerLauncher, client: docker.DockerClient, tmp_path: Path, labelled: tuple[str, str]
+) -> None:
+    spec = spec_for(tmp_path, 5, image=labelled[0])
+    launcher.command_for = lambda _spec: ["python3", "-c", PROBE]
+    launcher.launch(spec)
+    assert Specs().exited(launcher, spec.clone_id).output_tail.splitlines()[-1] == "ok-from-store"
+    store = client.containers.get(service_name(spec.clone_id, "store"))
+    store.exec_run(["sh", "-c", "echo written-in-phase-one > /data/index.html"])
+    launcher.end_phase(spec.clone_id)
+    assert launcher.status(spec.clone_id).state is LaunchState.MISSING
+    launcher.launch(spec)  # the next phase: the same store, its data kept
+    status = Specs().exited(launcher, spec.clone_id)
+    assert status.output_tail.splitlines()[-1] == "written-in-phase-one"
+    assert client.containers.get(service_name(spec.clone_id, "store")).id == store.id
+    # A service that stopped meanwhile is not taken up: the next phase starts them anew.
+    launcher.end_phase(spec.clone_id)
+    store.stop(timeout=0)
+    launcher.launch(spec)
+    assert Specs().exited(launcher, spec.clone_id).output_tail.splitlines()[-1] == "ok-from-store"
+    assert client.containers.get(service_name(spec.clone_id, "store")).id != store.id
     launcher.remove(spec.clone_id)
     assert launcher.traces(spec.clone_id) == []
 

@@ -136,16 +136,23 @@ def read(source: str, configuration: Mapping[str, Any], kept: Mapping[str, str])
     env_path = project_env_path(files)
     variables = dotenv(env_path, kept[env_path]) if env_path in kept else {}
     merged: dict[str, dict[str, Any]] = {}
+    written: dict[tuple[str, str], list[str]] = {}
     for path in files:
         if path not in kept:
             raise BadInput(f"{source}: dockerComposeFile: {path} is not a file of the repository")
         data = interpolated(load(path, kept[path]), variables, path)
-        merged = _merge(merged, _normalised(path, data))
+        in_file = _normalised(path, data)
+        for service, keys in in_file.items():
+            for key, value in keys.items():
+                earlier = written.get((service, key), [])
+                merges = isinstance(value, dict) or (key == "volumes" and isinstance(value, list))
+                written[(service, key)] = [*earlier, path] if merges else [path]
+        merged = _merge(merged, in_file)
     name = configuration.get("service")
     if not isinstance(name, str) or name not in merged:
         listed = ", ".join(sorted(merged)) or "none"
         raise fail(f"{source}: service", f"a service of {', '.join(files)} (found: {listed})")
-    reader = ServiceReader(files, project, kept)
+    reader = ServiceReader(files, project, kept, written)
     clone = reader.service(name, merged[name], clone=True)
     services = {
         other: reader.service(other, data, clone=False)

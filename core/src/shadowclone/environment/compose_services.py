@@ -111,15 +111,25 @@ class ServiceReader:
     """The services of the merged files, each read into a `Service`; what is not applied is
     gathered on the way."""
 
-    def __init__(self, files: Sequence[str], project: str, kept: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        files: Sequence[str],
+        project: str,
+        kept: Mapping[str, str],
+        written: Mapping[tuple[str, str], Sequence[str]] | None = None,
+    ) -> None:
+        """`written`: by (service, key), the files whose value of it the merge kept."""
         self.files = files
         self.project = project
         self.kept = kept
+        self.written = written or {}
         self.not_applied: dict[str, str] = {}
         self.ignored: set[str] = set()
 
     def where(self, name: str, key: str) -> str:
-        return f"{' + '.join(self.files)}: services.{name}.{key}"
+        """The key, in the file that wrote it (all of them when the files' values merge)."""
+        files = self.written.get((name, key)) or self.files
+        return f"{' + '.join(files)}: services.{name}.{key}"
 
     def service(self, name: str, data: Mapping[str, Any], clone: bool) -> Service:
         for written, value in data.items():

@@ -168,20 +168,25 @@ def _remote_env(path: str, value: object) -> dict[str, str]:
     return table
 
 
-def _commands(path: str, key: str, value: object) -> tuple[str, ...]:
+def _commands(path: str, key: str, value: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A lifecycle command of devcontainer.json: a shell line, an argv list, or named commands
-    (each either), run one after another here."""
+    (each either, run in parallel); its shell lines, and their names when it names them."""
     if value in ("", [], {}, None):
-        return ()  # the specification's "no command"
+        return (), ()  # the specification's "no command"
     if isinstance(value, str):
-        return (_string(path, key, value),)
+        return (_string(path, key, value),), ()
     if isinstance(value, list):
-        return (shlex.join(_strings(path, key, value)),)
+        return (shlex.join(_strings(path, key, value)),), ()
     if isinstance(value, dict) and len(value) <= MAX_ITEMS:
-        commands: list[str] = []
+        lines: list[str] = []
+        names: list[str] = []
         for name, item in value.items():
-            commands += _commands(path, f"{key}.{name}", item)
-        return tuple(commands)
+            if isinstance(item, dict):
+                raise _fail(path, f"{key}.{name}", "a command: a string or a list of strings")
+            found, _ = _commands(path, f"{key}.{name}", item)
+            lines += found
+            names += [name] * len(found)
+        return tuple(lines), tuple(names)
     raise _fail(path, key, "a command: a string, a list of strings or a table of commands")
 
 
@@ -213,15 +218,14 @@ def from_reading(
         build = data.get("build")
         build = build if isinstance(build, dict) else {}
         build_args = _table(source, "build.args", build.get("args") or {}) if dockerfile else {}
-    on_create, update_content, post_create, post_start = (
-        _commands(source, key, data.get(key)) for key in LIFECYCLE_KEYS
-    )
+    commands = {key: _commands(source, key, data.get(key)) for key in LIFECYCLE_KEYS}
     folder = reading.get("workspaceFolder")
     lifecycle = Lifecycle(
-        on_create=on_create,
-        update_content=update_content,
-        post_create=post_create,
-        post_start=post_start,
+        on_create=commands["onCreateCommand"][0],
+        update_content=commands["updateContentCommand"][0],
+        post_create=commands["postCreateCommand"][0],
+        post_start=commands["postStartCommand"][0],
+        names={key: names for key, (_, names) in commands.items() if names},
         workspace_folder=_container_path(source, "workspaceFolder", folder) if folder else None,
         remote_env=_remote_env(source, data.get("remoteEnv") or {}),
     )

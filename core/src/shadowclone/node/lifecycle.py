@@ -41,6 +41,9 @@ class Lifecycle:
     remote_env: Mapping[str, str] = attrs.field(factory=dict)
     """`remoteEnv`: variables for the lifecycle commands and the engine (never over one the run
     program sets for the engine); `${containerEnv:NAME}` in a value is read in the clone."""
+    names: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+    """By key, the names of its commands when the configuration names them (a command given as
+    a table): named commands of one key run in parallel, as the specification runs them."""
 
     def environment(self, inherited: Mapping[str, str]) -> dict[str, str]:
         """`remote_env` with `${containerEnv:NAME}` (and `${containerEnv:NAME:DEFAULT}`) read
@@ -57,13 +60,32 @@ class Lifecycle:
         pairs = zip(LIFECYCLE_KEYS, groups, strict=True)
         return [(key, line) for key, lines in pairs for line in lines]
 
+    def groups(self, keys: tuple[str, ...] = LIFECYCLE_KEYS) -> list[list[tuple[str, str]]]:
+        """The commands of `keys` in the order they run, a list per key: (label, shell line),
+        the label `key` or, for a named command, `key.name`. The commands of one list run in
+        parallel; a list starts once the one before it has ended well."""
+        groups = (self.on_create, self.update_content, self.post_create, self.post_start)
+        found = []
+        for key, lines in zip(LIFECYCLE_KEYS, groups, strict=True):
+            names = self.names.get(key, ())
+            if key not in keys or not lines:
+                continue
+            labels = [f"{key}.{name}" for name in names] if len(names) == len(lines) else []
+            found.append(list(zip(labels or [key] * len(lines), lines, strict=True)))
+        return found
+
     def prebuilt(self) -> list[tuple[str, str]]:
         """The commands a prebuild runs (`PREBUILT_KEYS`), in order."""
         return [(key, line) for key, line in self.commands() if key in PREBUILT_KEYS]
 
     def prebuild_digest(self) -> str:
         """What a prebuilt image of these commands depends on besides its commit and base."""
-        made_of = {"commands": self.prebuilt(), "remote_env": sorted(self.remote_env.items())}
+        made_of: dict[str, object] = {
+            "commands": self.prebuilt(),
+            "remote_env": sorted(self.remote_env.items()),
+        }
+        if any(self.names.get(key) for key in PREBUILT_KEYS):
+            made_of["names"] = {key: list(self.names.get(key, ())) for key in PREBUILT_KEYS}
         return hashlib.sha256(json.dumps(made_of).encode()).hexdigest()
 
 
@@ -86,6 +108,7 @@ class PrebuildSpec:
                 "on_create": list(lifecycle.on_create),
                 "update_content": list(lifecycle.update_content),
                 "remote_env": dict(lifecycle.remote_env),
+                "names": {key: list(lifecycle.names.get(key, ())) for key in PREBUILT_KEYS},
             }
         )
 
@@ -96,5 +119,10 @@ class PrebuildSpec:
             on_create=tuple(str(line) for line in data.get("on_create", ())),
             update_content=tuple(str(line) for line in data.get("update_content", ())),
             remote_env={str(k): str(v) for k, v in data.get("remote_env", {}).items()},
+            names={
+                str(key): tuple(str(name) for name in names)
+                for key, names in data.get("names", {}).items()
+                if names
+            },
         )
         return cls(str(data["commit"]), lifecycle)

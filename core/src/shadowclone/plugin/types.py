@@ -357,6 +357,22 @@ class Launcher(Protocol):
 
 
 @runtime_checkable
+class PhasedLauncher(Protocol):
+    """A launcher that keeps something for a clone's whole life, across its phases (optional:
+    serve calls `end_phase` between phases only with a launcher that has it, `remove`
+    otherwise).
+
+    A clone may end one phase and ask for another (a review after the work): serve then calls
+    `end_phase(clone_id)` and `launch` again for the same clone. What a phase ran goes; what
+    lasts for the clone (the Docker launcher's Compose services, with their data) stays for the
+    next launch to take up, and goes with `remove` once the clone's ending is recorded."""
+
+    def end_phase(self, clone_id: str) -> None:
+        """Remove what the clone's phase ran, keeping what the clone's next phase takes up."""
+        ...
+
+
+@runtime_checkable
 class SpareLauncher(Protocol):
     """A launcher that can start a clone's container ahead of its clone (optional: serve
     keeps spares only with a launcher that has these too).

@@ -4,8 +4,9 @@ in the container, in the workspace folder, once the source is there (`onCreateCo
 
 They come from the default branch's configuration, as setup read it, never from the work the
 clone is given: they run only when the head checked out is one the owner can trust, and as the
-engine's user (what they run, the engine could run). A command that fails ends the ones after
-it, as the specification says; the engine still starts and is told.
+engine's user (what they run, the engine could run). Named commands of one key run in
+parallel; a command that fails ends the ones after it, as the specification says; the engine
+still starts and is told.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import attrs
 
 from shadowclone import contract
-from shadowclone.node.lifecycle import PREBUILT_KEYS, Lifecycle
+from shadowclone.node.lifecycle import LIFECYCLE_KEYS, PREBUILT_KEYS, Lifecycle
 from shadowclone.node.schemas import Step
 from shadowclone.run.state import Basics, Known
 from shadowclone.run.targeting import Stopped
@@ -59,8 +60,7 @@ class LifecycleCommands:
         `Stopped` when the owner stops the clone meanwhile."""
         basics = self.basics
         lifecycle = basics.request.lifecycle
-        commands = lifecycle.commands()
-        if not commands:
+        if not lifecycle.commands():
             return ()
         progress = basics.progress
         if not self.known.trusted_head():
@@ -72,10 +72,11 @@ class LifecycleCommands:
             return ()
         try:
             prebuilt = read_prebuilt(lifecycle)
+            keys: tuple[str, ...] = LIFECYCLE_KEYS
             if prebuilt is not None:
                 await asyncio.to_thread(self._copy_prebuilt, prebuilt)
-                commands = [pair for pair in commands if pair[0] not in PREBUILT_KEYS]
-            return await self._run_all(commands)
+                keys = tuple(key for key in LIFECYCLE_KEYS if key not in PREBUILT_KEYS)
+            return await self._run_all(lifecycle.groups(keys))
         finally:
             await asyncio.to_thread(self._leave_out_what_they_made)
 
@@ -117,27 +118,38 @@ class LifecycleCommands:
             f"({time.monotonic() - started:.1f} s)",
         )
 
-    async def _run_all(self, commands: list[tuple[str, str]]) -> tuple[str, ...]:
+    async def _run_all(self, groups: list[list[tuple[str, str]]]) -> tuple[str, ...]:
+        """Each group once the one before it ended well, the commands of a group in
+        parallel (named commands); what the engine should be told of a failure."""
         progress = self.basics.progress
-        for index, (key, line) in enumerate(commands):
-            progress.note(Step.WORKSPACE, f"{key}: $ {line}")
-            started = time.monotonic()
-            code = await self._run_one(key, line)
-            took = time.monotonic() - started
-            if code == 0:
-                progress.note(Step.WORKSPACE, f"{key}: done in {took:.1f} s")
-                continue
-            skipped = len(commands) - index - 1
-            ended = "timed out" if code is None else f"exited {code}"
+        for index, group in enumerate(groups):
+            for label, line in group:
+                progress.note(Step.WORKSPACE, f"{label}: $ {line}")
+            ended = await asyncio.gather(*(self._timed(label, line) for label, line in group))
+            skipped = sum(len(later) for later in groups[index + 1 :])
             after = f"; {skipped} command(s) after it not run" if skipped else ""
-            progress.error(
-                Step.WORKSPACE, f"{key} {ended} after {took:.1f} s{after}: the engine starts anyway"
-            )
-            return (
-                f"The repository's dev container {key} `{line}` {ended} in the workspace"
-                f"{after}: what the environment should have installed may be missing.",
-            )
+            told = []
+            for (label, line), (code, took) in zip(group, ended, strict=True):
+                if code == 0:
+                    progress.note(Step.WORKSPACE, f"{label}: done in {took:.1f} s")
+                    continue
+                how = "timed out" if code is None else f"exited {code}"
+                progress.error(
+                    Step.WORKSPACE,
+                    f"{label} {how} after {took:.1f} s{after}: the engine starts anyway",
+                )
+                told.append(
+                    f"The repository's dev container {label} `{line}` {how} in the workspace"
+                    f"{after}: what the environment should have installed may be missing."
+                )
+            if told:
+                return tuple(told)
         return ()
+
+    async def _timed(self, label: str, line: str) -> tuple[int | None, float]:
+        started = time.monotonic()
+        code = await self._run_one(label, line)
+        return code, time.monotonic() - started
 
     def _leave_out_what_they_made(self) -> None:
         """What the commands made that no .gitignore covers (a dependency folder, a build's

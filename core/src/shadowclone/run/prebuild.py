@@ -21,12 +21,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import attrs
 
 from shadowclone import contract
-from shadowclone.node.lifecycle import PrebuildSpec
+from shadowclone.node.lifecycle import PREBUILT_KEYS, PrebuildSpec
 from shadowclone.run.identity import EngineIdentity, IdentityError, engine_identity
 
 COMMAND_TIMEOUT_S = 30 * 60.0
@@ -63,12 +64,15 @@ def prebuild(spec: PrebuildSpec, identity: EngineIdentity, mirror: Path, out: Pa
     # As a clone runs them (run/lifecycle.py): remoteEnv never over the engine's home.
     commands_env = {**env, **spec.lifecycle.environment(os.environ)}
     commands_env.update(HOME=env["HOME"], TMPDIR=env["TMPDIR"])
-    for key, line in spec.lifecycle.prebuilt():
-        print(f"{key}: $ {line}", flush=True)
-        code = as_engine.shell(line, commands_env)
-        if code != 0:
-            ended = "timed out" if code is None else f"exited {code}"
-            raise PrebuildFailed(f"{key} `{line}` {ended}")
+    for group in spec.lifecycle.groups(PREBUILT_KEYS):  # a group's commands in parallel
+        for label, line in group:
+            print(f"{label}: $ {line}", flush=True)
+        with ThreadPoolExecutor(len(group)) as pool:
+            codes = list(pool.map(lambda pair: as_engine.shell(pair[1], commands_env), group))
+        for (label, line), code in zip(group, codes, strict=True):
+            if code != 0:
+                ended = "timed out" if code is None else f"exited {code}"
+                raise PrebuildFailed(f"{label} `{line}` {ended}")
     # Every file no commit holds, ignored or not (a dependency folder is most often ignored).
     listed = as_engine.git("ls-files", "--others", "--directory", "-z")
     made = sorted(path.rstrip("/") for path in listed.split("\0") if path)

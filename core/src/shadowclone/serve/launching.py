@@ -25,7 +25,13 @@ from shadowclone.node.runfolder import FolderRemoved, RunFolder
 from shadowclone.node.schemas import Handoff, ProgressKind, ProgressLine, Record, State, Step
 from shadowclone.node.spares import spare_kind
 from shadowclone.plugin import contract
-from shadowclone.plugin.types import CloneStatus, Launcher, LaunchSpec, NetworkMode
+from shadowclone.plugin.types import (
+    CloneStatus,
+    Launcher,
+    LaunchSpec,
+    NetworkMode,
+    PhasedLauncher,
+)
 from shadowclone.serve import records, sessions
 from shadowclone.serve.clones import Clone, Current, Forgets, ServeSettings, Writes
 from shadowclone.serve.spares import Spares
@@ -269,7 +275,10 @@ class Launches:
             "clone %s goes on to %s with the network %s", clone.id, handoff.resume, handoff.network
         )
         try:
-            self.launcher.remove(clone.id)
+            if isinstance(self.launcher, PhasedLauncher):  # keeps what the clone's life holds
+                self.launcher.end_phase(clone.id)
+            else:
+                self.launcher.remove(clone.id)
             self.launcher.launch(self.spec(clone, handoff.network))
         except Exception as error:  # noqa: BLE001 - any launcher failure fails this clone only
             reason = f"launch of its {handoff.resume} phase failed: {error}"

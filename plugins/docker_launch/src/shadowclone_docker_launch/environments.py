@@ -15,6 +15,7 @@ import posixpath
 import re
 import shlex
 import shutil
+import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +40,9 @@ from shadowclone.plugin import (
 
 from shadowclone_docker_launch import services
 from shadowclone_docker_launch.builds import (
+    CA_HINT,
     TAIL_LINES,
+    TLS_REFUSED,
     BuildError,
     Say,
     docker_cli,
@@ -142,7 +145,7 @@ def ensure_image(
     if environment.features:
         assert base is not None
         featured = f"{name}:{digest}-features"
-        build_with_features(plan, featured, docker, say, cancel, network, base)
+        build_with_features(plan, featured, docker, say, cancel, network, base, ca_certs)
         base = featured
     assert base is not None
     clone = f"{name}:{digest}-clone"
@@ -244,13 +247,16 @@ def build_with_features(
     cancel: threading.Event | None,
     network: str | None = None,
     base: str | None = None,
+    ca_certs: Sequence[Path] = (),
 ) -> None:
     """`base` (the declared base, made already) with the configuration's features installed,
     built by the pinned Dev Containers CLI (`devcontainer build`) as the specification says,
     on the builds' network (`[environment] network`). The CLI reads a copy of the files setup
     kept where the configuration names `base` as its image (and nothing else but its
     features): it never builds the base again, nor asks for Docker Compose. A feature that
-    cannot be fetched or installed is refused in one line naming it."""
+    cannot be fetched or installed is refused in one line naming it. The extra certificate
+    authorities (`ca_certs`) are trusted by the CLI, which fetches features from registries,
+    and by the base the features' install scripts download in."""
     try:
         cli = devcontainer_cli()
     except BadInput as error:
@@ -258,11 +264,54 @@ def build_with_features(
     with tempfile.TemporaryDirectory(prefix="shadowclone-features-") as scratch:
         workspace = Path(scratch) / "workspace"
         shutil.copytree(plan.folder, workspace, symlinks=True)
+        bundle = None
+        if ca_certs and base is not None:
+            from shadowclone_docker_launch.images import write_authorities
+
+            authorities = write_authorities(Path(scratch) / "trust" / "ca-certificates", ca_certs)
+            bundle = Path(scratch) / "extra-authorities.pem"
+            bundle.write_text("".join(cert.read_text() for cert in authorities))
+            base = trusting(docker, base, f"{tag}-trusting", Path(scratch) / "trust", say, cancel)
         if base is not None:
             features_only(workspace, plan.environment.source, base)
         if network:
             docker = docker_on_network(docker, network, Path(scratch))
-        _build_with_features(plan, workspace, tag, [*cli], docker, say, cancel)
+        _build_with_features(plan, workspace, tag, [*cli], docker, say, cancel, bundle)
+
+
+TRUSTING_DOCKERFILE = """FROM {base}
+USER root
+COPY ca-certificates/ /usr/local/share/ca-certificates/
+RUN if command -v update-ca-certificates >/dev/null 2>&1; then update-ca-certificates >/dev/null; \
+    else mkdir -p /etc/ssl/certs \
+    && cat /usr/local/share/ca-certificates/*.crt >> /etc/ssl/certs/ca-certificates.crt; fi
+{user}"""
+"""The base with the extra authorities in its system store (Debian's and Alpine's tool, or
+the bundle itself where it has none), its user as it was."""
+
+
+def trusting(
+    docker: str,
+    base: str,
+    tag: str,
+    context: Path,
+    say: Say | None,
+    cancel: threading.Event | None,
+) -> str:
+    """`base` trusting the authorities in `context`/ca-certificates, tagged `tag`."""
+    done = subprocess.run(
+        [docker, "image", "inspect", "--format", "{{.Config.User}}", base],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    user = done.stdout.strip() if done.returncode == 0 else ""
+    dockerfile = TRUSTING_DOCKERFILE.format(base=base, user=f"USER {user}\n" if user else "")
+    (context / "Dockerfile").write_text(dockerfile)
+    what = "the base of the environment trusting the extra certificate authorities"
+    run_build([docker, "build", "--network", "none", "--tag", tag, str(context)], what, say, cancel)
+    return tag
 
 
 def features_only(workspace: Path, source: str, base: str) -> None:
@@ -310,6 +359,7 @@ def _build_with_features(
     docker: str,
     say: Say | None,
     cancel: threading.Event | None,
+    authorities: Path | None = None,
 ) -> None:
     environment = plan.environment
     argv = [*cli, "build", "--workspace-folder", str(workspace)]
@@ -319,13 +369,17 @@ def _build_with_features(
     for name in ("DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY"):
         if name in os.environ:  # where the daemon is, never anything of the owner's else
             env[name] = os.environ[name]
+    if authorities is not None:  # node's own store, besides which these are trusted
+        env["NODE_EXTRA_CA_CERTS"] = str(authorities)
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     feature = None  # the one the CLI was at: the last it named
+    untrusted = False  # a download met an authority the build does not trust
 
     def heard(line: str) -> None:
-        nonlocal feature
+        nonlocal feature, untrusted
         tail.append(line)
         feature = next((f for f in environment.features if f in line), feature)
+        untrusted = untrusted or TLS_REFUSED.search(line) is not None
         if say is not None:
             say(line)
 
@@ -338,7 +392,10 @@ def _build_with_features(
         if said is None:
             raise
         key = f"features: {feature}" if feature else "features"
-        raise BuildError(f"{key}: the Dev Containers CLI could not build it: {said}") from error
+        hint = CA_HINT if untrusted else ""
+        raise BuildError(
+            f"{key}: the Dev Containers CLI could not build it: {said}{hint}"
+        ) from error
 
 
 def _cli_error(lines: list[str]) -> str | None:

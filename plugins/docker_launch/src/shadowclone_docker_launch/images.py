@@ -169,16 +169,7 @@ def prepare_context(
     for name in IMAGE_FILES:
         (context / name).write_bytes((files / name).read_bytes())
     (context / "clone-entry").chmod(0o755)
-    authorities = context / "ca-certificates"
-    authorities.mkdir(exist_ok=True)
-    for number, cert in enumerate(ca_certs):
-        try:
-            text = cert.read_text(encoding="ascii")
-        except (OSError, UnicodeDecodeError) as error:
-            raise ImageBuildError(f"{cert}: cannot read the certificate: {error}") from None
-        if "-----BEGIN CERTIFICATE-----" not in text:
-            raise ImageBuildError(f"{cert}: not a PEM certificate")
-        (authorities / f"extra-{number}-{cert.stem}.crt").write_text(text, encoding="ascii")
+    write_authorities(context / "ca-certificates", ca_certs)
     packages = context / "packages"
     packages.mkdir(exist_ok=True)
     if source is None:
@@ -200,6 +191,23 @@ def prepare_context(
         "SHADOWCLONE_PACKAGES": _wheels(packages, IMAGE_PACKAGES),
         "DEMO_PACKAGES": _wheels(packages, DEMO_PACKAGES, optional=True),
     }
+
+
+def write_authorities(folder: Path, ca_certs: Sequence[Path]) -> list[Path]:
+    """Copy the extra certificate authorities into `folder` as `*.crt` files, each checked to
+    be a PEM certificate; the copies."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for number, cert in enumerate(ca_certs):
+        try:
+            text = cert.read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ImageBuildError(f"{cert}: cannot read the certificate: {error}") from None
+        if "-----BEGIN CERTIFICATE-----" not in text:
+            raise ImageBuildError(f"{cert}: not a PEM certificate")
+        written.append(folder / f"extra-{number}-{cert.stem}.crt")
+        written[-1].write_text(text, encoding="ascii")
+    return written
 
 
 SKIPPED_METADATA = {"INSTALLER", "REQUESTED", "RECORD", "direct_url.json"}

@@ -231,6 +231,12 @@ class DockerLauncher:
         self._docker.remove_all(clone_id)
         services.remove(self._docker, clone_id)
 
+    def end_phase(self, clone_id: str) -> None:
+        """The phase's container goes; the clone's Compose services stay for its next phase
+        (`PhasedLauncher`)."""
+        check_id(clone_id)
+        self._docker.remove_all(clone_id)
+
     def running(self) -> Sequence[CloneStatus]:
         found = []
         for clone_id, container in self._docker.clones():

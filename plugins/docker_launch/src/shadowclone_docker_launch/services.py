@@ -1,5 +1,6 @@
 """A clone's Compose services: the other services of its dev container's Compose files, started
-beside it on a network of its own, ended and removed with it.
+beside it on a network of its own, kept from one of its phases to the next (their data with
+them), ended and removed with it.
 
 The environment image carries what to start (its `LABEL_SERVICES`: the `Compose` reading, each
 service's image made or pulled when the environment image was), so every launch of the image
@@ -15,6 +16,7 @@ the same way, so what a crash leaves is found and removed (`reap`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import time
@@ -44,6 +46,9 @@ LABEL_SERVICE_OF = "shadowclone.service-of"
 """On a service's container, the clone's network and the services' volumes: the clone's id."""
 READY_TIMEOUT_S = 300.0
 """How long a launch waits for a service another one needs healthy (or done)."""
+LABEL_MADE_OF = "shadowclone.services-made-of"
+"""On a clone's network: a digest of the services started on it, which a later phase of the
+clone takes up only if it would start the same."""
 STOP_GRACE_S = 10
 
 
@@ -83,13 +88,20 @@ def services_of(client: docker.DockerClient, image: str) -> Compose | None:
 
 def start(scope: DockerScope, clone_id: str, composed: Compose) -> dict[str, Any]:
     """Start the clone's services, each once those it needs are started (healthy, or done, when
-    it says so); return the options of the clone's container that put it among them. Whatever
-    was started is removed when one fails."""
+    it says so), or take up those an earlier phase of the clone started; return the options of
+    the clone's container that put it among them. Whatever was started is removed when one
+    fails."""
+    made_of = hashlib.sha256(label_value(composed).encode()).hexdigest()[:16]
+    if _running(scope, clone_id, composed, made_of):
+        log.info("clone %s takes up the Compose services its earlier phase started", clone_id)
+        return _joining(scope, clone_id, composed)
     remove(scope, clone_id)  # leftovers of a launch that died
     labels = {LABEL_SCOPE: scope.scope, LABEL_SERVICE_OF: clone_id}
     network = network_name(clone_id)
     try:
-        scope.client.networks.create(network, driver="bridge", labels=labels)
+        scope.client.networks.create(
+            network, driver="bridge", labels={**labels, LABEL_MADE_OF: made_of}
+        )
         waits = _conditions(composed)
         for service in composed.others:
             container = _create(scope, clone_id, service, labels)
@@ -105,6 +117,30 @@ def start(scope: DockerScope, clone_id: str, composed: Compose) -> dict[str, Any
     except PluginUnavailable:
         remove(scope, clone_id)
         raise
+    return _joining(scope, clone_id, composed)
+
+
+def _running(scope: DockerScope, clone_id: str, composed: Compose, made_of: str) -> bool:
+    """Whether an earlier phase of the clone started these very services and each still runs
+    (or, one that runs once, ended well)."""
+    networks = _labelled(scope, "networks", clone_id)
+    if len(networks) != 1 or networks[0].attrs.get("Labels", {}).get(LABEL_MADE_OF) != made_of:
+        return False
+    found = {container.name: container for container in _containers(scope, clone_id)}
+    if set(found) != {service_name(clone_id, service.name) for service in composed.others}:
+        return False
+    for container in found.values():
+        ended_well = container.attrs.get("State", {}).get("ExitCode") == 0
+        if state(container) not in RUNNING_STATES and not (
+            state(container) == "exited" and ended_well
+        ):
+            return False
+    return True
+
+
+def _joining(scope: DockerScope, clone_id: str, composed: Compose) -> dict[str, Any]:
+    """The options of the clone's container that put it among its services."""
+    network = network_name(clone_id)
     mode = composed.service.network_mode
     if mode is not None and mode.startswith("service:"):
         return {"network_mode": f"container:{service_name(clone_id, mode[len('service:') :])}"}
