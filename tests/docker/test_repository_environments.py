@@ -198,8 +198,9 @@ def test_features_local_and_from_a_registry_are_installed_in_the_environment(
     """A feature kept beside the configuration and one published to a registry, each with an
     option: setup copies the local one, the Dev Containers CLI fetches the other and installs
     both on the base (their options given, on the builds' network), and the clone's lifecycle
-    command and engine find what they installed. A feature from a registry that cannot be
-    reached fails setup in one line naming it."""
+    command and engine find what they installed; the published feature's own
+    `postCreateCommand` runs before the configuration's. A feature from a registry that cannot
+    be reached fails setup in one line naming it."""
     world.use("claude")
     repo = own_repository(world)
     hello = tmp_path / "features" / "src" / "hello"
@@ -211,6 +212,7 @@ def test_features_local_and_from_a_registry_are_installed_in_the_environment(
                 "version": "1.0.0",
                 "name": "Hello",
                 "options": {"to": {"type": "string"}},
+                "postCreateCommand": "cat /etc/hello > hello-ran.txt",
             }
         )
     )
@@ -239,7 +241,7 @@ def test_features_local_and_from_a_registry_are_installed_in_the_environment(
     tag = describe(repo)["tag"]
     try:
         number = issue(world, repo, "Greet")
-        probe = "cat /etc/greet-word greeted.txt /etc/hello"
+        probe = "cat /etc/greet-word greeted.txt /etc/hello hello-ran.txt"
         script(world.model, Shell(probe), Text("Greeted."))
         with serving(world.node, SETTINGS):
             clone_id = world.node.start(f"{repo}#{number}").id
@@ -247,6 +249,10 @@ def test_features_local_and_from_a_registry_are_installed_in_the_environment(
         assert (record.outcome, record.image) == (Outcome.DONE, tag), world.steps(clone_id)
         shown = [r for r in world.model.model_requests() if r.contains("hello registry")]
         assert shown and shown[0].contains("hola\nhola"), world.steps(clone_id)
+        assert shown[0].contains("hello registry\nhello registry")  # the feature's command ran
+        steps = world.steps(clone_id)
+        ran = [text.partition(": $ ")[0] for text in steps if ": $ " in text]
+        assert ran == [f"postCreateCommand of feature {reference}", "postCreateCommand"], steps
     finally:
         with contextlib.suppress(docker.errors.ImageNotFound):
             world.client.images.remove(tag, force=True)

@@ -64,6 +64,11 @@ ENGINE_AREA = "engine"
 CONTAINER_PREBUILT = "/clone/prebuilt"
 """In a prebuilt image (run/prebuild.py): what the environment's `onCreateCommand` and
 `updateContentCommand` made, `workspace` and `home`, with `PREBUILT_INFO` saying from what."""
+FEATURES_LIFECYCLE = "/clone/features-lifecycle.json"
+"""In an environment image with features: the lifecycle commands its features declare (their
+entries of the image's `devcontainer.metadata` label), which run before the configuration's."""
+FEATURES_LIFECYCLE_VARIABLE = "SHADOWCLONE_FEATURES_LIFECYCLE"
+"""Where the run program looks for them instead (tests)."""
 PREBUILT_INFO = "prebuilt.json"
 PREBUILT_VARIABLE = "SHADOWCLONE_PREBUILT"
 """Where the run program looks for a prebuilt image's files (default: `CONTAINER_PREBUILT`)."""

@@ -1,7 +1,8 @@
 """Features behind a TLS-inspecting proxy: the extra certificate authorities the owner gives
 (`[environment] ca_certs`) are trusted where a feature's install script downloads, so a
 feature that fetches over HTTPS from a server whose certificate only that authority signed is
-installed; without them the build fails and says which option gives them."""
+installed; without them the build fails and says which option gives them. What a feature
+declares besides its install is kept (its lifecycle commands) or named as not applied."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from shadowclone.environment.declared import from_reading
 from shadowclone.plugin import DEVCONTAINER_READING
 
 from shadowclone_docker_launch.builds import CA_HINT, BuildError, docker_cli
-from shadowclone_docker_launch.environments import ImagePlan, build_with_features
+from shadowclone_docker_launch.environments import ImagePlan
+from shadowclone_docker_launch.features import build_with_features, features_metadata
 
 SOURCE = ".devcontainer/devcontainer.json"
 FETCH = (
@@ -66,7 +68,13 @@ def plan_for(folder: Path, port: int, image: str) -> ImagePlan:
     files = {
         SOURCE: json.dumps({"image": image, "features": {"./fetch": {}}}),
         ".devcontainer/fetch/devcontainer-feature.json": json.dumps(
-            {"id": "fetch", "version": "1.0.0", "name": "Fetch"}
+            {
+                "id": "fetch",
+                "version": "1.0.0",
+                "name": "Fetch",
+                "postStartCommand": {"show": "cat /etc/fetched"},
+                "privileged": True,
+            }
         ),
         ".devcontainer/fetch/install.sh": FETCH.format(port=port),
     }
@@ -102,6 +110,14 @@ def test_a_feature_downloads_through_an_authority_the_owner_gives(
         assert bytes(fetched).decode().strip() == "fetched through the proxy's authority"
         user = client.images.get(tag).attrs["Config"]["User"]
         assert user == client.images.get(image).attrs["Config"]["User"]  # as the base had it
+        # What the feature declares besides: its commands kept for the run program, the rest
+        # said to be not applied.
+        said: list[str] = []
+        kept = features_metadata(docker_cli(), tag, said.append)
+        assert kept == [{"id": "./fetch", "postStartCommand": {"show": "cat /etc/fetched"}}]
+        assert said == [
+            "feature ./fetch: privileged is not applied: a clone's container keeps its own"
+        ]
     finally:
         for made in (tag, f"{tag}-trusting"):
             try:

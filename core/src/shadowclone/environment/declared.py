@@ -89,7 +89,12 @@ class Environment:
         return (self.source, *composed) + ((self.dockerfile,) if self.dockerfile else ())
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _fail(path: str, key: str, expected: str) -> BadInput:
+    """One line: a key holding a line break (a name from the file) shows it escaped."""
+    key = _CONTROL.sub(lambda found: repr(found.group())[1:-1], key)
     where = f"{path}: {key}" if key else path
     return BadInput(f"{where}: expected {expected}")
 

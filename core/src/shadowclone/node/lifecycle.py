@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -60,15 +61,22 @@ class Lifecycle:
         pairs = zip(LIFECYCLE_KEYS, groups, strict=True)
         return [(key, line) for key, lines in pairs for line in lines]
 
-    def groups(self, keys: tuple[str, ...] = LIFECYCLE_KEYS) -> list[list[tuple[str, str]]]:
+    def groups(
+        self, keys: tuple[str, ...] = LIFECYCLE_KEYS, features: Sequence[FeatureCommands] = ()
+    ) -> list[list[tuple[str, str]]]:
         """The commands of `keys` in the order they run, a list per key: (label, shell line),
-        the label `key` or, for a named command, `key.name`. The commands of one list run in
-        parallel; a list starts once the one before it has ended well."""
+        the label `key` or, for a named command, `key.name`; each key's commands of
+        `features` come first, a list per feature, as the specification runs them. The
+        commands of one list run in parallel; a list starts once the one before it has ended
+        well."""
         groups = (self.on_create, self.update_content, self.post_create, self.post_start)
         found = []
         for key, lines in zip(LIFECYCLE_KEYS, groups, strict=True):
+            if key not in keys:
+                continue
+            found += [feature.group(key) for feature in features if feature.group(key)]
             names = self.names.get(key, ())
-            if key not in keys or not lines:
+            if not lines:
                 continue
             labels = [f"{key}.{name}" for name in names] if len(names) == len(lines) else []
             found.append(list(zip(labels or [key] * len(lines), lines, strict=True)))
@@ -90,6 +98,59 @@ class Lifecycle:
 
 
 NO_LIFECYCLE = Lifecycle()
+
+
+@attrs.frozen
+class FeatureCommands:
+    """The lifecycle commands a dev container feature declares (its `devcontainer-feature.json`,
+    as the image's `devcontainer.metadata` label keeps it): by key, (name or "", shell line)."""
+
+    feature: str
+    commands: Mapping[str, tuple[tuple[str, str], ...]]
+
+    def group(self, key: str) -> list[tuple[str, str]]:
+        where = f" of feature {self.feature}"
+        return [
+            (f"{key}.{name}{where}" if name else f"{key}{where}", line)
+            for name, line in self.commands.get(key, ())
+        ]
+
+
+def feature_commands(metadata: object) -> tuple[list[FeatureCommands], list[str]]:
+    """From the entries of a `devcontainer.metadata` label (a list of objects; the features'
+    carry an `id`), each feature's lifecycle commands, in install order; and one line for each
+    command that is no command (a string, a list of strings, or a table of them), left out."""
+    found, refused = [], []
+    for entry in metadata if isinstance(metadata, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            continue  # the configuration's own entry: its commands are setup's reading
+        feature = " ".join(entry["id"].split())  # shown in one line
+        commands: dict[str, tuple[tuple[str, str], ...]] = {}
+        for key in LIFECYCLE_KEYS:
+            try:
+                lines = _lines(entry.get(key))
+            except ValueError:
+                refused.append(f"feature {feature}: {key}: not a command, left out")
+                continue
+            if lines:
+                commands[key] = lines
+        if commands:
+            found.append(FeatureCommands(feature, commands))
+    return found, refused
+
+
+def _lines(value: object) -> tuple[tuple[str, str], ...]:
+    if value in (None, "", [], {}):
+        return ()
+    if isinstance(value, str):
+        return (("", value),)
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return (("", shlex.join(value)),)
+    if isinstance(value, dict) and all(isinstance(name, str) for name in value):
+        named = [(name, _lines(item)) for name, item in value.items() if not isinstance(item, dict)]
+        if len(named) == len(value):
+            return tuple((name, line) for name, lines in named for _, line in lines)
+    raise ValueError("not a command")
 
 
 @attrs.frozen

@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from shadowclone.environment.devcontainer import clean_env as devcontainer_env
     from shadowclone.environment.devcontainer import cli_command as devcontainer_cli
     from shadowclone.files import FileLock, write_atomic
-    from shadowclone.node.lifecycle import PrebuildSpec
+    from shadowclone.node.lifecycle import LIFECYCLE_KEYS, PrebuildSpec, feature_commands
     from shadowclone.node.setups import files_in
     from shadowclone.plugin.engine_base import STOP_GRACE_S, ProcessSession, exit_words
     from shadowclone.plugin.manager import (
@@ -109,7 +109,9 @@ _LAZY = {
     "Compose": "shadowclone.environment.compose",
     "ComposeService": "shadowclone.environment.compose_services:Service",
     "Environment": "shadowclone.environment.declared",
-    "PrebuildSpec": "shadowclone.node.lifecycle",
+    **dict.fromkeys(
+        ("LIFECYCLE_KEYS", "PrebuildSpec", "feature_commands"), "shadowclone.node.lifecycle"
+    ),
     "declared_environment": "shadowclone.environment.declared:declared",
     "environment_image_tag": "shadowclone.environment.declared:image_tag",
     "files_in": "shadowclone.node.setups",
@@ -145,6 +147,7 @@ __all__ = [
     "DEMO_IMAGE",
     "DEVCONTAINER_READING",
     "ENTRY_POINT_GROUP",
+    "LIFECYCLE_KEYS",
     "STOP_GRACE_S",
     "BadInput",
     "CloneStatus",
@@ -207,6 +210,7 @@ __all__ = [
     "devcontainer_env",
     "environment_image_tag",
     "exit_words",
+    "feature_commands",
     "files_in",
     "hookimpl",
     "launcher_settings",

@@ -1,6 +1,7 @@
 """A dev container's lifecycle commands, run where the Dev Container specification runs them:
 in the container, in the workspace folder, once the source is there (`onCreateCommand`,
-`updateContentCommand`, `postCreateCommand`, then `postStartCommand`), before the engine starts.
+`updateContentCommand`, `postCreateCommand`, then `postStartCommand`, each key's commands of
+the image's features before the configuration's), before the engine starts.
 
 They come from the default branch's configuration, as setup read it, never from the work the
 clone is given: they run only when the head checked out is one the owner can trust, and as the
@@ -23,7 +24,13 @@ from pathlib import Path
 import attrs
 
 from shadowclone import contract
-from shadowclone.node.lifecycle import LIFECYCLE_KEYS, PREBUILT_KEYS, Lifecycle
+from shadowclone.node.lifecycle import (
+    LIFECYCLE_KEYS,
+    PREBUILT_KEYS,
+    FeatureCommands,
+    Lifecycle,
+    feature_commands,
+)
 from shadowclone.node.schemas import Step
 from shadowclone.run.state import Basics, Known
 from shadowclone.run.targeting import Stopped
@@ -60,7 +67,8 @@ class LifecycleCommands:
         `Stopped` when the owner stops the clone meanwhile."""
         basics = self.basics
         lifecycle = basics.request.lifecycle
-        if not lifecycle.commands():
+        features = read_features()
+        if not lifecycle.commands() and not features:
             return ()
         progress = basics.progress
         if not self.known.trusted_head():
@@ -76,7 +84,7 @@ class LifecycleCommands:
             if prebuilt is not None:
                 await asyncio.to_thread(self._copy_prebuilt, prebuilt)
                 keys = tuple(key for key in LIFECYCLE_KEYS if key not in PREBUILT_KEYS)
-            return await self._run_all(lifecycle.groups(keys))
+            return await self._run_all(lifecycle.groups(keys, features))
         finally:
             await asyncio.to_thread(self._leave_out_what_they_made)
 
@@ -265,6 +273,17 @@ def read_prebuilt(lifecycle: Lifecycle) -> Prebuilt | None:
         ran,
         tuple(str(path) for path in made) if isinstance(made, list) else (),
     )
+
+
+def read_features() -> list[FeatureCommands]:
+    """The lifecycle commands of the image's features (`contract.FEATURES_LIFECYCLE`, which
+    the image's build wrote from its `devcontainer.metadata` label); none when it has none."""
+    path = os.environ.get(contract.FEATURES_LIFECYCLE_VARIABLE, contract.FEATURES_LIFECYCLE)
+    try:
+        entries = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return feature_commands(entries)[0]
 
 
 def _escaped(path: str) -> str:

@@ -29,6 +29,7 @@ import attrs
 from shadowclone import contract
 from shadowclone.node.lifecycle import PREBUILT_KEYS, PrebuildSpec
 from shadowclone.run.identity import EngineIdentity, IdentityError, engine_identity
+from shadowclone.run.lifecycle import read_features
 
 COMMAND_TIMEOUT_S = 30 * 60.0
 GIT_TIMEOUT_S = 10 * 60.0
@@ -64,7 +65,8 @@ def prebuild(spec: PrebuildSpec, identity: EngineIdentity, mirror: Path, out: Pa
     # As a clone runs them (run/lifecycle.py): remoteEnv never over the engine's home.
     commands_env = {**env, **spec.lifecycle.environment(os.environ)}
     commands_env.update(HOME=env["HOME"], TMPDIR=env["TMPDIR"])
-    for group in spec.lifecycle.groups(PREBUILT_KEYS):  # a group's commands in parallel
+    features = read_features()  # this image's, as a clone of it reads them
+    for group in spec.lifecycle.groups(PREBUILT_KEYS, features):  # a group's in parallel
         for label, line in group:
             print(f"{label}: $ {line}", flush=True)
         with ThreadPoolExecutor(len(group)) as pool:

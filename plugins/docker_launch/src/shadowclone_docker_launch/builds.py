@@ -71,7 +71,7 @@ def run_build(
     program's whole environment (default: ours)."""
     environment = {**(os.environ if env is None else env), "BUILDKIT_PROGRESS": "plain"}
     if say is None:
-        say = _to_our_output
+        say = to_our_output
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     process = subprocess.Popen(
         list(argv),
@@ -102,7 +102,7 @@ def run_build(
         raise BuildError(f"docker could not build {what} (exit {code}): {last}{hint}")
 
 
-def _to_our_output(line: str) -> None:
+def to_our_output(line: str) -> None:
     print(line, flush=True)
 
 

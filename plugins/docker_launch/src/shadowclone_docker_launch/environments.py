@@ -1,5 +1,6 @@
 """Building a repository's environment image: the declared base (an image, or a Dockerfile of
-the repository), the clone image's layers on it, then the declared variables and setup commands.
+the repository), its features on it (`features.py`), the clone image's layers, then the
+declared variables and setup commands.
 
 Built with the docker CLI, by `shadowclone env build` ahead of time or by the launcher's
 `prepare` before a clone's first launch; tagged with a hash of everything it is made from, so it
@@ -10,12 +11,9 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import posixpath
 import re
 import shlex
-import shutil
-import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -23,31 +21,29 @@ from pathlib import Path
 
 import attrs
 from shadowclone.plugin import (
-    DEVCONTAINER_READING,
-    BadInput,
     Compose,
     Environment,
     EnvironmentRecipe,
-    FileLock,
     Refused,
     contract,
     declared_environment,
-    devcontainer_cli,
-    devcontainer_env,
     environment_image_tag,
     files_in,
 )
 
 from shadowclone_docker_launch import services
 from shadowclone_docker_launch.builds import (
-    CA_HINT,
     TAIL_LINES,
-    TLS_REFUSED,
     BuildError,
     Say,
     docker_cli,
     image_id,
     run_build,
+)
+from shadowclone_docker_launch.features import (
+    FEATURES_FILE,
+    build_with_features,
+    features_metadata,
 )
 
 _TAG_UNSAFE = re.compile(r"[^a-z0-9_.-]+")
@@ -71,11 +67,14 @@ class ImagePlan:
         return environment_image_tag(self.repo, clone_id, self.files) if clone_id else None
 
 
-def final_dockerfile(base: str, environment: Environment) -> str:
+def final_dockerfile(base: str, environment: Environment, with_features: bool = False) -> str:
     """The last layer: the environment's variables, then its setup commands, as root with
     the network on (nothing of the owner's secrets is there to read), and the configuration's
-    workspace folder leading to the clone's workspace."""
+    workspace folder leading to the clone's workspace; `with_features`: the features' lifecycle
+    commands (`FEATURES_FILE` of the context) where the run program finds them."""
     lines = [f"FROM {base}", "USER root"]
+    if with_features:
+        lines.append(f"COPY {FEATURES_FILE} {contract.FEATURES_LIFECYCLE}")
     lines += [f"ENV {name}={_quoted(value)}" for name, value in environment.env.items()]
     lines += [f"RUN {json.dumps(['/bin/sh', '-c', command])}" for command in environment.setup]
     folder = environment.lifecycle.workspace_folder
@@ -151,7 +150,11 @@ def ensure_image(
     clone = f"{name}:{digest}-clone"
     build_image(clone, base, network=network, ca_certs=ca_certs, say=say, cancel=cancel)
     with tempfile.TemporaryDirectory(prefix="shadowclone-env-") as context_dir:
-        (Path(context_dir) / "Dockerfile").write_text(final_dockerfile(clone, environment))
+        features = features_metadata(docker, clone, say) if environment.features else []
+        if features:
+            (Path(context_dir) / FEATURES_FILE).write_text(json.dumps(features))
+        last = final_dockerfile(clone, environment, with_features=bool(features))
+        (Path(context_dir) / "Dockerfile").write_text(last)
         run_build(
             [docker, "build", *net, *labels, "--tag", tag, context_dir],
             f"{repo}'s environment",
@@ -228,188 +231,6 @@ def pull(docker: str, image: str, cancel: threading.Event | None, key: str = "im
             raise
         said = lines[-1].strip() if lines else "no message"
         raise BuildError(f"{key}: {image} cannot be pulled: {said[:300]}") from None
-
-
-FEATURES_LOCK = Path(tempfile.gettempdir()) / f"shadowclone-devcontainer-build-{os.getuid()}.lock"
-"""Held across a build by the Dev Containers CLI: it tags one fixed temporary image, so two
-builds at once on one Docker daemon would take each other's."""
-
-
-FEATURES_LOCK_TIMEOUT_S = 60 * 60.0
-"""How long a build waits for another one's end."""
-
-
-def build_with_features(
-    plan: ImagePlan,
-    tag: str,
-    docker: str,
-    say: Say | None,
-    cancel: threading.Event | None,
-    network: str | None = None,
-    base: str | None = None,
-    ca_certs: Sequence[Path] = (),
-) -> None:
-    """`base` (the declared base, made already) with the configuration's features installed,
-    built by the pinned Dev Containers CLI (`devcontainer build`) as the specification says,
-    on the builds' network (`[environment] network`). The CLI reads a copy of the files setup
-    kept where the configuration names `base` as its image (and nothing else but its
-    features): it never builds the base again, nor asks for Docker Compose. A feature that
-    cannot be fetched or installed is refused in one line naming it. The extra certificate
-    authorities (`ca_certs`) are trusted by the CLI, which fetches features from registries,
-    and by the base the features' install scripts download in."""
-    try:
-        cli = devcontainer_cli()
-    except BadInput as error:
-        raise Refused(f"features: {error}") from None
-    with tempfile.TemporaryDirectory(prefix="shadowclone-features-") as scratch:
-        workspace = Path(scratch) / "workspace"
-        shutil.copytree(plan.folder, workspace, symlinks=True)
-        bundle = None
-        if ca_certs and base is not None:
-            from shadowclone_docker_launch.images import write_authorities
-
-            authorities = write_authorities(Path(scratch) / "trust" / "ca-certificates", ca_certs)
-            bundle = Path(scratch) / "extra-authorities.pem"
-            bundle.write_text("".join(cert.read_text() for cert in authorities))
-            base = trusting(docker, base, f"{tag}-trusting", Path(scratch) / "trust", say, cancel)
-        if base is not None:
-            features_only(workspace, plan.environment.source, base)
-        if network:
-            docker = docker_on_network(docker, network, Path(scratch))
-        _build_with_features(plan, workspace, tag, [*cli], docker, say, cancel, bundle)
-
-
-TRUSTING_DOCKERFILE = """FROM {base}
-USER root
-COPY ca-certificates/ /usr/local/share/ca-certificates/
-RUN if command -v update-ca-certificates >/dev/null 2>&1; then update-ca-certificates >/dev/null; \
-    else mkdir -p /etc/ssl/certs \
-    && cat /usr/local/share/ca-certificates/*.crt >> /etc/ssl/certs/ca-certificates.crt; fi
-{user}"""
-"""The base with the extra authorities in its system store (Debian's and Alpine's tool, or
-the bundle itself where it has none), its user as it was."""
-
-
-def trusting(
-    docker: str,
-    base: str,
-    tag: str,
-    context: Path,
-    say: Say | None,
-    cancel: threading.Event | None,
-) -> str:
-    """`base` trusting the authorities in `context`/ca-certificates, tagged `tag`."""
-    done = subprocess.run(
-        [docker, "image", "inspect", "--format", "{{.Config.User}}", base],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    user = done.stdout.strip() if done.returncode == 0 else ""
-    dockerfile = TRUSTING_DOCKERFILE.format(base=base, user=f"USER {user}\n" if user else "")
-    (context / "Dockerfile").write_text(dockerfile)
-    what = "the base of the environment trusting the extra certificate authorities"
-    run_build([docker, "build", "--network", "none", "--tag", tag, str(context)], what, say, cancel)
-    return tag
-
-
-def features_only(workspace: Path, source: str, base: str) -> None:
-    """Make the configuration at `source` in `workspace` name `base` as its image, with its
-    features (as the reference CLI read them) and nothing else."""
-    reading = json.loads((workspace / DEVCONTAINER_READING).read_text())
-    configuration = reading["configuration"]
-    kept = {"image": base}
-    for key in ("features", "overrideFeatureInstallOrder", "remoteUser", "containerUser"):
-        if key in configuration:
-            kept[key] = configuration[key]
-    (workspace / source).write_text(json.dumps(kept, indent=2) + "\n")
-
-
-DOCKER_ON_NETWORK = """#!/bin/sh
-# The docker CLI for the Dev Containers CLI's build: its builds on the given network (the CLI
-# has no option for it); every other command as it is.
-if [ "$1" = build ]; then
-    shift
-    exec {docker} build --network {network} "$@"
-fi
-if [ "$1" = buildx ] && [ "$2" = build ]; then
-    shift 2
-    exec {docker} buildx build --network {network} "$@"
-fi
-exec {docker} "$@"
-"""
-
-
-def docker_on_network(docker: str, network: str, folder: Path) -> str:
-    """A docker for the Dev Containers CLI whose builds run on `network`."""
-    script = folder / "docker"
-    script.write_text(
-        DOCKER_ON_NETWORK.format(docker=shlex.quote(docker), network=shlex.quote(network))
-    )
-    script.chmod(0o755)
-    return str(script)
-
-
-def _build_with_features(
-    plan: ImagePlan,
-    workspace: Path,
-    tag: str,
-    cli: list[str],
-    docker: str,
-    say: Say | None,
-    cancel: threading.Event | None,
-    authorities: Path | None = None,
-) -> None:
-    environment = plan.environment
-    argv = [*cli, "build", "--workspace-folder", str(workspace)]
-    argv += ["--config", str(workspace / environment.source), "--image-name", tag]
-    argv += ["--no-lockfile", "--docker-path", docker, "--log-format", "text"]
-    env = devcontainer_env(cli[0])
-    for name in ("DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY"):
-        if name in os.environ:  # where the daemon is, never anything of the owner's else
-            env[name] = os.environ[name]
-    if authorities is not None:  # node's own store, besides which these are trusted
-        env["NODE_EXTRA_CA_CERTS"] = str(authorities)
-    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-    feature = None  # the one the CLI was at: the last it named
-    untrusted = False  # a download met an authority the build does not trust
-
-    def heard(line: str) -> None:
-        nonlocal feature, untrusted
-        tail.append(line)
-        feature = next((f for f in environment.features if f in line), feature)
-        untrusted = untrusted or TLS_REFUSED.search(line) is not None
-        if say is not None:
-            say(line)
-
-    what = f"the base of {plan.repo}'s environment with its features"
-    try:
-        with FileLock(FEATURES_LOCK, timeout=FEATURES_LOCK_TIMEOUT_S, plain_folder=False):
-            run_build(argv, what, heard, cancel, env=env)
-    except BuildError as error:
-        said = _cli_error(list(tail))
-        if said is None:
-            raise
-        key = f"features: {feature}" if feature else "features"
-        hint = CA_HINT if untrusted else ""
-        raise BuildError(
-            f"{key}: the Dev Containers CLI could not build it: {said}{hint}"
-        ) from error
-
-
-def _cli_error(lines: list[str]) -> str | None:
-    """The message of the CLI's outcome line (`{"outcome": "error", ...}`), if it printed one."""
-    for line in reversed(lines):
-        if line.startswith("{"):
-            try:
-                outcome = json.loads(line)
-            except ValueError:
-                continue
-            message = outcome.get("message") if isinstance(outcome, dict) else None
-            if isinstance(message, str) and message.strip():
-                return message.strip().splitlines()[0][:300]
-    return None
 
 
 def plan_for(recipe: EnvironmentRecipe, clone_image: str) -> ImagePlan:
