@@ -1,4 +1,4 @@
-"""The six distributions as a registry would serve them: wheels built with `uv build` from this
+"""The seven distributions as a registry would serve them: wheels built with `uv build` from this
 checkout, each with a readme, the LICENSE file, classifiers, project URLs and a real summary, one
 version, and plugins bound to the core's compatible range; and the release workflow that
 publishes them and the image together."""
@@ -28,6 +28,7 @@ DISTRIBUTIONS = {
     "shadowclone-codex": SOURCE / "plugins" / "codex",
     "shadowclone-docker-launch": SOURCE / "plugins" / "docker_launch",
     "shadowclone-fake-launch": SOURCE / "plugins" / "fake_launch",
+    "shadowclone-swarm-launch": SOURCE / "plugins" / "swarm_launch",
     "shadowclone-testing": SOURCE / "plugins" / "testing",
 }
 

@@ -54,18 +54,20 @@ def _service() -> Check:
     return Check("service", result.installed and result.running, result.summary)
 
 
-def _launcher(app: App) -> Check:
-    from shadowclone.plugin import LauncherSettings
+def _launcher(app: App) -> list[Check]:
+    from shadowclone.plugin import DescribedLauncher, LauncherSettings
 
     config = app.node().config
     try:
-        settings = LauncherSettings(app.node().paths.clones_dir, config.image)
+        settings = LauncherSettings.of(config, app.node().paths.clones_dir, config.image)
         launcher = app.node().registry.launcher(config.launcher).factory(settings)
         launcher.check()
+        described = launcher.describe() if isinstance(launcher, DescribedLauncher) else []
     except ShadowcloneError as error:
-        return Check(f"launcher {config.launcher}", False, str(error), blocks=True)
+        return [Check(f"launcher {config.launcher}", False, str(error), blocks=True)]
     what = f"ready, image {config.image}" if config.launcher == "docker" else "ready"
-    return Check(f"launcher {config.launcher}", True, what)
+    found = [Check(f"launcher {config.launcher}", True, what)]
+    return found + [Check(name, fine, detail) for name, fine, detail in described]
 
 
 def _queue(app: App) -> list[Check]:
@@ -241,7 +243,7 @@ def status(app: App, as_json: bool) -> int:
     config, usable = _config(app)
     checks = [_serve(app), _service()]
     if usable:
-        checks += [_launcher(app), *_queue(app), *config, *_setups(app), _secrets(app)]
+        checks += [*_launcher(app), *_queue(app), *config, *_setups(app), _secrets(app)]
         checks += _caches(app)
     else:
         checks += config

@@ -184,6 +184,9 @@ class Config:
     environment: EnvironmentConfig = EnvironmentConfig()
     notify: NotifyConfig = NotifyConfig()
     dashboard: DashboardConfig = DashboardConfig()
+    launchers: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    """Each launcher's own table, `[launchers.NAME]`, which that launcher reads (the swarm's
+    manager and registry...)."""
 
     def provider(self, engine: str) -> ProviderConfig | None:
         return self.providers.get(engine)

@@ -15,6 +15,7 @@ from shadowclone.plugin import contract
 from shadowclone.plugin.spec import PROJECT
 from shadowclone.plugin.types import (
     CloneStatus,
+    DescribedLauncher,
     EarlyStart,
     Engine,
     EngineEvent,
@@ -154,6 +155,7 @@ __all__ = [
     "Compose",
     "ComposeService",
     "ConfigError",
+    "DescribedLauncher",
     "EarlyStart",
     "Engine",
     "EngineEvent",

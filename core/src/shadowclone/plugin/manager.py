@@ -91,6 +91,7 @@ PROJECT_DISTRIBUTIONS = {
     (Family.ENGINE, "scripted"): "shadowclone-testing",
     (Family.LAUNCHER, "docker"): "shadowclone-docker-launch",
     (Family.LAUNCHER, "fake"): "shadowclone-fake-launch",
+    (Family.LAUNCHER, "swarm"): "shadowclone-swarm-launch",
 }
 """The project's own plugins, by what they provide: a name asked for and not installed says
 which distribution to add (a core-only install has no engine and no launcher)."""

@@ -18,10 +18,13 @@ from shadowclone.node.target import parse_repo
 from shadowclone.plugin.types import EnvironmentRecipe, LauncherSettings
 
 
-def launcher_settings(paths: Paths | None = None) -> LauncherSettings:
-    """The settings serve gives the configured launcher, from the owner's config."""
+def launcher_settings(paths: Paths | None = None, name: str | None = None) -> LauncherSettings:
+    """The settings serve gives the configured launcher (or the launcher `name`, whose
+    `[launchers.NAME]` table they then hold), from the owner's config."""
     config, found = load_config(paths or default_paths())
-    return LauncherSettings(found.clones_dir, config.image)
+    if name is not None:
+        return LauncherSettings(found.clones_dir, config.image, config.launchers.get(name, {}))
+    return LauncherSettings.of(config, found.clones_dir, config.image)
 
 
 @attrs.frozen

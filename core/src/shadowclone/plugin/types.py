@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -23,6 +23,9 @@ from shadowclone.config.schema import NotifyEvent as NotifyEvent  # noqa: PLC041
 from shadowclone.environment.recipe import EnvironmentRecipe as EnvironmentRecipe  # noqa: PLC0414
 from shadowclone.node.schemas import NetworkMode as NetworkMode  # noqa: PLC0414
 from shadowclone.node.schemas import Outcome as Outcome  # noqa: PLC0414
+
+if TYPE_CHECKING:
+    from shadowclone.config.schema import Config
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 
@@ -357,6 +360,17 @@ class Launcher(Protocol):
 
 
 @runtime_checkable
+class DescribedLauncher(Protocol):
+    """A launcher with more to show than ready or not (optional: `shadowclone status` shows
+    its lines under the launcher's): the machines of a swarm, each with its clones."""
+
+    def describe(self) -> list[tuple[str, bool, str]]:
+        """One (name, fine, detail) per thing the owner may want to see: a node down is not
+        fine."""
+        ...
+
+
+@runtime_checkable
 class PhasedLauncher(Protocol):
     """A launcher that keeps something for a clone's whole life, across its phases (optional:
     serve calls `end_phase` between phases only with a launcher that has it, `remove`
@@ -406,6 +420,14 @@ class LauncherSettings:
     """The clones folder serve works on: the launcher's scope (its labels name it)."""
     image: str | None = None
     """The config's clone image, which `check` looks for; None: do not look."""
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+    """The launcher's own table of the config, `[launchers.NAME]` (as TOML gave it: the
+    launcher checks it, refusing what it cannot use in one line naming the key)."""
+
+    @classmethod
+    def of(cls, config: Config, clones_dir: Path, image: str | None = None) -> LauncherSettings:
+        """The settings of the config's launcher."""
+        return cls(clones_dir, image, config.launchers.get(config.launcher, {}))
 
 
 @attrs.frozen

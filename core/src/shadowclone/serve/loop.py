@@ -349,7 +349,7 @@ def serve_clones(
     with ServeLock(paths), _log_file(paths):
         if launcher is None:
             registry = registry or load_registry(config.plugins.disabled)
-            settings_of = LauncherSettings(paths.clones_dir, config.image)
+            settings_of = LauncherSettings.of(config, paths.clones_dir, config.image)
             launcher = registry.launcher(config.launcher).factory(settings_of)
         launcher.check()
         for stray in launcher.reap_strays():

@@ -237,7 +237,7 @@ def _secrets_file(
 
 def _launcher(summary: _Summary, config: Config, paths: Paths, registry: Registry) -> Launcher:
     try:
-        settings = LauncherSettings(paths.clones_dir, config.image)
+        settings = LauncherSettings.of(config, paths.clones_dir, config.image)
         launcher = registry.launcher(config.launcher).factory(settings)
         launcher.check()
     except ShadowcloneError as error:

@@ -356,6 +356,7 @@ class _Start:
     session: str
     label: dict[str, str]
     network: str = ""
+    shared: Path | None = None
     containers: list[str] = attrs.Factory(list)
     volumes: list[str] = attrs.Factory(list)
 
@@ -405,7 +406,14 @@ class _Start:
             cgroupns="private",
             init=True,
             tmpfs={"/run": "rw,exec,nosuid,size=256m"},  # no pid file outlives a kill
-            binds={str(volume.name): {"bind": "/var/lib/docker", "mode": "rw"}},
+            binds={
+                str(volume.name): {"bind": "/var/lib/docker", "mode": "rw"},
+                **(
+                    {str(self.shared): {"bind": str(self.shared), "mode": "rw"}}
+                    if self.shared
+                    else {}
+                ),
+            },
             network_mode=self.network,
         )
         # The CLI's `--security-opt systempaths=unconfined`, as it sends it (the engine refuses
@@ -507,10 +515,14 @@ def _registry(folder: Path, program: Path) -> Iterator[LocalRegistry]:
 
 @contextlib.contextmanager
 def running_swarm(
-    host: docker.DockerClient, registry_folder: Path, base: str = BASE_IMAGE
+    host: docker.DockerClient,
+    registry_folder: Path,
+    base: str = BASE_IMAGE,
+    shared: Path | None = None,
 ) -> Iterator[Swarm]:
     """A swarm of three nodes and its registry for as long as the `with` lasts; everything it
-    made (containers, network, volumes, the registry) is removed at its end."""
+    made (containers, network, volumes, the registry) is removed at its end. `shared`: a folder
+    of the host at the same path in every node (as an owner shares the clones folder by NFS)."""
     program = find_registry()
     if program is None or not program.is_file():
         raise SwarmUnavailable(
@@ -522,6 +534,7 @@ def running_swarm(
     started = time.monotonic()
     session = uuid.uuid4().hex[:8]
     start = _Start(host, session, {LABEL: f"{socket.gethostname()}:{os.getpid()}:{session}"})
+    start.shared = shared
     clients: list[docker.DockerClient] = []
     try:
         with _registry(registry_folder, program) as registry:
@@ -552,7 +565,8 @@ def running_swarm(
 def sc_swarm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Swarm]:
     """A swarm of three docker-in-docker nodes and a registry, for the whole session. Without
     Docker, the registry program or the base image it skips with the reason, except under
-    CI=true, where it fails. A test that kills a node restores it before it ends."""
+    CI=true, where it fails. A test that kills a node restores it before it ends. Every test's
+    `tmp_path` is at the same path in every node."""
     with contextlib.ExitStack() as stack:
         try:
             host = docker.from_env(timeout=300)
@@ -564,7 +578,8 @@ def sc_swarm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Swarm]:
         base = os.environ.get(BASE_VARIABLE, BASE_IMAGE)
         folder = tmp_path_factory.mktemp("swarm-registry")
         try:
-            swarm = stack.enter_context(running_swarm(host, folder, base))
+            shared = tmp_path_factory.getbasetemp()  # every test's tmp_path, as NFS would share
+            swarm = stack.enter_context(running_swarm(host, folder, base, shared))
         except (SwarmUnavailable, docker.errors.DockerException) as error:
             skip_or_fail(f"the swarm cannot start: {error}")
             raise AssertionError("unreachable") from error

@@ -1,0 +1,90 @@
+"""The images clones run on, on every node: pushed to the registry the owner names and run by
+digest, so each node pulls exactly the image this machine built."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from typing import ClassVar
+
+import docker
+import docker.errors
+from shadowclone.plugin import PluginUnavailable, one_line
+from shadowclone_docker_launch.scope import explain, unreachable
+
+DOCKER_TIMEOUT_S = 600
+
+
+class Images:
+    """Pushes from this machine's Docker, where images are built, to `registry`."""
+
+    _pushed: ClassVar[dict[tuple[str, str], str]] = {}
+    """(image id, registry) -> the reference by digest: one push per image per process."""
+
+    def __init__(self, local: docker.DockerClient | None, registry: str | None) -> None:
+        self._local = local
+        self.registry = registry
+
+    @property
+    def local(self) -> docker.DockerClient:
+        if self._local is None:
+            try:
+                self._local = docker.from_env(timeout=DOCKER_TIMEOUT_S)
+            except docker.errors.DockerException as error:
+                raise unreachable(error) from None
+        return self._local
+
+    def reference(self, image: str) -> str:
+        """`image` as the nodes pull it: by digest from the registry (pushed first), or as it
+        is where it is by digest already or no registry is named."""
+        if "@sha256:" in image or self.registry is None:
+            return image
+        try:
+            found = self.local.images.get(image)
+        except docker.errors.ImageNotFound:
+            raise PluginUnavailable(
+                f"the clone image {image} is not on this machine: build it with "
+                "`shadowclone image build`"
+            ) from None
+        key = (str(found.id), self.registry)
+        if key not in self._pushed:
+            self._pushed[key] = self._push(image, str(found.id))
+        return self._pushed[key]
+
+    def check(self) -> tuple[str, bool, str]:
+        """Whether the registry answers this machine (the nodes reach it by the same name)."""
+        assert self.registry is not None
+        host = self.registry.partition("/")[0]
+        plain = host.startswith(("localhost", "127.")) or host.endswith(".localhost")
+        url = f"{'http' if plain else 'https'}://{host}/v2/"
+        try:
+            with urllib.request.urlopen(url, timeout=10):
+                pass
+        except urllib.error.HTTPError as error:
+            if error.code != 401:  # asks for a login: it answers
+                return ("registry", False, f"{url} answered {error.code}")
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            return ("registry", False, f"{url} does not answer ({reason})")
+        return ("registry", True, f"{self.registry}: clones' images are pushed there")
+
+    def _push(self, image: str, image_id: str) -> str:
+        name = image.rsplit("/", 1)[-1].partition("@")[0].partition(":")[0]
+        repository = f"{self.registry}/shadowclone/{name}"
+        tag = image_id.removeprefix("sha256:")[:16]
+        try:
+            self.local.images.get(image_id).tag(repository, tag)
+            digest = None
+            for event in self.local.images.push(repository, tag, stream=True, decode=True):
+                if "error" in event:
+                    raise PluginUnavailable(
+                        f"could not push {image} to {self.registry}: {one_line(event['error'])}"
+                    )
+                digest = (event.get("aux") or {}).get("Digest", digest)
+        except docker.errors.APIError as error:
+            raise PluginUnavailable(
+                f"could not push {image} to {self.registry}: {explain(error)}"
+            ) from None
+        if not digest:
+            raise PluginUnavailable(f"{self.registry} gave no digest for {image}")
+        return f"{repository}@{digest}"

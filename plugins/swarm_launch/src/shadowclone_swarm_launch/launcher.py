@@ -1,0 +1,327 @@
+"""The swarm launcher: each clone a one-replica service of the clone image, never restarted.
+
+A clone's service is named `shadowclone-<clone id>` and labelled like the Docker launcher's
+containers (the clone, the clones folder: its scope), so a launcher made after a restart of
+serve finds its clones again. The container is made as the Docker launcher makes it
+(`Recipe`): root with four capabilities, the image's entry point handing the run program the
+owner's uid, Docker's init, the spec's limits (as reservations too, so that the swarm places a
+clone where it fits). What differs is what a service allows:
+
+- The secrets file becomes a swarm secret made from its path by the docker CLI (shadowclone
+  never opens it), mounted read-only where the run program reads it, and removed with the clone.
+- The run folder is mounted from the same path on the node (`run_folders = "shared"`: the
+  clones folder at one path on every node).
+- A clone is never run twice: restart condition none; a task whose node has been down longer
+  than `node_lost_s` is ended (the service scaled to nothing, so a node that comes back stops
+  it) and reported exited, with why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import docker
+import docker.errors
+import docker.utils
+from docker.models.services import Service
+from docker.types import (
+    Mount,
+    Resources,
+    RestartPolicy,
+    SecretReference,
+    ServiceMode,
+)
+from shadowclone.plugin import (
+    CloneStatus,
+    LaunchSpec,
+    LaunchState,
+    NetworkMode,
+    PluginUnavailable,
+    Refused,
+)
+from shadowclone_docker_launch.names import (
+    CAPABILITIES,
+    LABEL_CLONE,
+    LABEL_SCOPE,
+    PRIVATE,
+    SECRETS_FILE,
+    check_id,
+    container_name,
+)
+from shadowclone_docker_launch.recipe import CommandFor, Recipe
+from shadowclone_docker_launch.scope import explain, unreachable
+
+from shadowclone_swarm_launch import nodes
+from shadowclone_swarm_launch.images import Images
+from shadowclone_swarm_launch.secrets import Secrets
+from shadowclone_swarm_launch.settings import SwarmSettings
+from shadowclone_swarm_launch.tasks import Tasks
+
+log = logging.getLogger(__name__)
+
+DOCKER_TIMEOUT_S = 60
+STOP_CHECK_S = 30.0
+
+
+class SwarmLauncher:
+    """A `Launcher` that runs each clone as a one-replica service on a Docker Swarm."""
+
+    def __init__(
+        self,
+        clones_dir: Path,
+        image: str | None = None,
+        *,
+        settings: SwarmSettings | None = None,
+        client: docker.DockerClient | None = None,
+        local: docker.DockerClient | None = None,
+        owner: tuple[int, int] | None = None,
+        command_for: CommandFor | None = None,
+    ) -> None:
+        self.clones_dir = clones_dir.absolute()
+        self.scope = str(self.clones_dir)
+        self.image = image
+        self.settings = settings or SwarmSettings()
+        self.owner = owner if owner is not None else (os.getuid(), os.getgid())
+        self.command_for = command_for
+        self._client = client
+        self._local = local
+        """This machine's Docker, where images are built (default: Docker's own settings)."""
+        self._down_since: dict[str, float] = {}
+        """By node id: when this launcher first saw it down."""
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            try:
+                if self.settings.manager:
+                    self._client = docker.DockerClient(
+                        base_url=self.settings.manager, timeout=DOCKER_TIMEOUT_S
+                    )
+                else:
+                    self._client = docker.from_env(timeout=DOCKER_TIMEOUT_S)
+            except docker.errors.DockerException as error:
+                raise unreachable(error) from None
+        return self._client
+
+    @property
+    def _tasks(self) -> Tasks:
+        return Tasks(self.client, self.settings.node_lost_s, self._down_since)
+
+    @property
+    def _secrets(self) -> Secrets:
+        return Secrets(self.client, self.scope, self.settings.manager)
+
+    # ------------------------------------------------------------------ the protocol
+
+    def check(self) -> None:
+        try:
+            info = self.client.info()
+        except docker.errors.DockerException as error:
+            raise unreachable(error) from None
+        swarm = info.get("Swarm") or {}
+        where = self.settings.manager or "this machine's Docker"
+        if swarm.get("LocalNodeState") != "active":
+            raise PluginUnavailable(
+                f"{where} is in no swarm: run `docker swarm init` there (then `docker swarm "
+                "join` on the other machines), or name a manager in [launchers.swarm] manager"
+            )
+        if not swarm.get("ControlAvailable"):
+            raise PluginUnavailable(
+                f"{where} is a swarm worker, not a manager: name a manager's Docker in "
+                "[launchers.swarm] manager"
+            )
+        if self.settings.run_folders is None:
+            raise PluginUnavailable(
+                "the swarm's nodes need the clones folder: mount it at the same path on every "
+                f"node ({self.clones_dir}, NFS or the like), then set [launchers.swarm] "
+                'run_folders = "shared"'
+            )
+
+    def prepare(
+        self, spec: LaunchSpec, say: Callable[[str], None], cancel: threading.Event
+    ) -> LaunchSpec:
+        """The clone image and the environment's are the Docker launcher's to build; the
+        swarm runs them from the registry (`launch` pushes them)."""
+        if spec.environment is None:
+            return spec
+        from shadowclone_docker_launch.launcher import DockerLauncher
+
+        return DockerLauncher(self.clones_dir, self.image).prepare(spec, say, cancel)
+
+    def launch(self, spec: LaunchSpec) -> None:
+        check_id(spec.clone_id)
+        if self._service(spec.clone_id) is not None:
+            raise Refused(f"clone {spec.clone_id} already has a service")
+        if spec.network is not NetworkMode.OPEN:
+            raise PluginUnavailable(
+                "the swarm launcher runs no network-off clone yet (a stranger's work): "
+                "launch it with the Docker launcher"
+            )
+        image = Images(self._local, self.settings.registry).reference(spec.image)
+        recipe = Recipe(self.owner, self.command_for)
+        labels = {**spec.labels, LABEL_CLONE: spec.clone_id, LABEL_SCOPE: self.scope}
+        secrets = []
+        if spec.secrets_file.exists():  # a missing file stays missing: the clone says so
+            secret = self._secrets.create(spec.clone_id, spec.secrets_file, labels)
+            uid, gid = ("0", "0") if self.owner[0] == 0 else map(str, self.owner)
+            secrets.append(
+                SecretReference(str(secret.id), secret.name, SECRETS_FILE, uid, gid, mode=0o400)
+            )
+        environment = recipe.environment(spec)
+        memory = int(docker.utils.parse_bytes(spec.memory)) if spec.memory else None
+        cpus = int(spec.cpus * 1e9) if spec.cpus else None
+        try:
+            services: Any = self.client.services  # its stub leaves it untyped
+            services.create(
+                image,
+                name=container_name(spec.clone_id),
+                labels=labels,
+                mode=ServiceMode("replicated", replicas=1),
+                restart_policy=RestartPolicy(condition="none"),
+                resources=Resources(
+                    cpu_limit=cpus, mem_limit=memory, cpu_reservation=cpus, mem_reservation=memory
+                ),
+                args=recipe.command(spec),
+                hostname="clone",
+                env=[f"{name}={value}" for name, value in environment.items()],
+                user="0:0",
+                container_labels=labels,
+                mounts=self._mounts(spec),
+                secrets=secrets,
+                init=True,
+                cap_add=list(CAPABILITIES),
+                cap_drop=["ALL"],
+                hosts={"host.docker.internal": self.host_address()},
+                stop_grace_period=10 * 10**9,
+            )
+        except docker.errors.APIError as error:
+            self._secrets.remove(spec.clone_id)
+            if error.status_code == 409:  # another launcher made it just now
+                raise Refused(f"clone {spec.clone_id} already has a service") from None
+            raise PluginUnavailable(
+                f"the swarm could not start clone {spec.clone_id}: {explain(error)}"
+            ) from None
+        log.info("clone %s runs as swarm service %s", spec.clone_id, container_name(spec.clone_id))
+
+    def _mounts(self, spec: LaunchSpec) -> list[Mount]:
+        """The Docker launcher's, but for the secrets (a swarm secret) and its in-memory
+        folders, which a service makes as mounts."""
+        mounts = [
+            mount
+            for mount in Recipe(self.owner, None).mounts(spec)
+            if mount["Target"] != SECRETS_FILE
+        ]
+        mounts.append(Mount("/tmp", None, type="tmpfs", tmpfs_mode=0o1777))
+        if self.owner[0] == 0:
+            mounts.append(Mount(PRIVATE, None, type="tmpfs", tmpfs_mode=0o700))
+        return mounts
+
+    def status(self, clone_id: str) -> CloneStatus:
+        check_id(clone_id)
+        service = self._service(clone_id)
+        if service is None:
+            return CloneStatus(clone_id, LaunchState.MISSING)
+        return self._tasks.status_of(clone_id, service)
+
+    def stop(self, clone_id: str, grace_s: float = 10.0) -> None:
+        check_id(clone_id)
+        service = self._service(clone_id)
+        if (
+            service is None
+            or self._tasks.status_of(clone_id, service).state is not LaunchState.RUNNING
+        ):
+            return
+        grace_ns = max(0, math.ceil(grace_s)) * 10**9
+        try:
+            cast(Any, service).update(
+                mode=ServiceMode("replicated", replicas=0), stop_grace_period=grace_ns
+            )
+        except docker.errors.APIError as error:
+            raise PluginUnavailable(
+                f"the swarm could not stop clone {clone_id}: {explain(error)}"
+            ) from None
+        deadline = time.monotonic() + grace_s + STOP_CHECK_S
+        while time.monotonic() < deadline:
+            service.reload()
+            if self._tasks.status_of(clone_id, service).state is not LaunchState.RUNNING:
+                return
+            time.sleep(0.2)
+        raise PluginUnavailable(f"clone {clone_id} is still running after its stop")
+
+    def remove(self, clone_id: str) -> None:
+        check_id(clone_id)
+        service = self._service(clone_id)
+        if service is not None:
+            with contextlib.suppress(docker.errors.NotFound):  # removed meanwhile
+                cast(Any, service).remove()
+        self._secrets.remove(clone_id)
+
+    def running(self) -> Sequence[CloneStatus]:
+        found = []
+        for service in self._services():
+            clone_id = (service.attrs.get("Spec", {}).get("Labels") or {}).get(LABEL_CLONE, "")
+            if clone_id:
+                found.append(self._tasks.status_of(clone_id, service))
+        return sorted(found, key=lambda status: status.clone_id)
+
+    def reap_strays(self) -> list[str]:
+        """Services of clones whose run folder is gone, and secrets whose service is gone."""
+        removed = []
+        alive = set()
+        for service in self._services():
+            clone_id = (service.attrs.get("Spec", {}).get("Labels") or {}).get(LABEL_CLONE, "")
+            if clone_id and (self.clones_dir / clone_id).is_dir():
+                alive.add(clone_id)
+                continue
+            self.remove(clone_id) if clone_id else cast(Any, service).remove()
+            removed.append(f"service {service.name} (its run folder is gone)")
+        removed += self._secrets.reap(alive)
+        return removed
+
+    def host_address(self) -> str:
+        return self.settings.host()
+
+    # ------------------------------------------------------------------ beyond the protocol
+
+    def describe(self) -> list[tuple[str, bool, str]]:
+        """Each node of the swarm, with its clones and what it offers (`DescribedLauncher`);
+        the registry, when one is named."""
+        found = nodes.describe(self.client, self._services(), self.settings.node_lost_s)
+        if self.settings.registry:
+            found.append(Images(self._local, self.settings.registry).check())
+        return found
+
+    def traces(self, clone_id: str) -> list[str]:
+        """Everything the swarm still holds of one clone: its service and secrets."""
+        left = []
+        service = self._service(clone_id)
+        if service is not None:
+            left.append(f"service {service.name}")
+        return left + [f"secret {name}" for name in self._secrets.names(clone_id)]
+
+    def _service(self, clone_id: str) -> Service | None:
+        try:
+            service: Service = cast(Any, self.client.services).get(container_name(clone_id))
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.DockerException as error:
+            raise unreachable(error) from None
+        labels = service.attrs.get("Spec", {}).get("Labels") or {}
+        return service if labels.get(LABEL_SCOPE) == self.scope else None
+
+    def _services(self) -> list[Service]:
+        try:
+            found: list[Service] = self.client.services.list(
+                filters={"label": [LABEL_CLONE, f"{LABEL_SCOPE}={self.scope}"]}
+            )
+        except docker.errors.DockerException as error:
+            raise unreachable(error) from None
+        return found

@@ -1,0 +1,47 @@
+"""The swarm's nodes as the owner sees them (`shadowclone status`, `shadowclone swarm check`):
+each with its role, state, clones and what it offers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import docker
+import docker.errors
+from docker.models.services import Service
+from shadowclone_docker_launch.scope import unreachable
+
+from shadowclone_swarm_launch.tasks import RUNNING, hostname, newest
+
+
+def describe(
+    client: docker.DockerClient, services: Sequence[Service], node_lost_s: float
+) -> list[tuple[str, bool, str]]:
+    """One (name, fine, detail) per node: a node down or not taking clones is not fine."""
+    clones: dict[str, int] = {}
+    for service in services:
+        task = newest(service)
+        if task is not None and (task.get("Status") or {}).get("State") in RUNNING:
+            node_id = str(task.get("NodeID") or "")
+            clones[node_id] = clones.get(node_id, 0) + 1
+    try:
+        nodes: list[Any] = cast(Any, client.nodes).list()
+    except docker.errors.DockerException as error:
+        raise unreachable(error) from None
+    found = []
+    for node in sorted(nodes, key=hostname):
+        spec, status = node.attrs.get("Spec") or {}, node.attrs.get("Status") or {}
+        resources = (node.attrs.get("Description") or {}).get("Resources") or {}
+        state, availability = status.get("State", "unknown"), spec.get("Availability", "")
+        cpus = resources.get("NanoCPUs", 0) / 1e9
+        memory = resources.get("MemoryBytes", 0) / 2**30
+        detail = (
+            f"{spec.get('Role', 'node')}, {state}, {availability}: "
+            f"{clones.get(str(node.id), 0)} clone(s) running; {cpus:g} CPUs, {memory:.1f} GiB"
+        )
+        if state == "down":
+            detail += f"; a clone on it is ended once it has been down {node_lost_s:.0f} s"
+        found.append(
+            (f"node {hostname(node)}", state == "ready" and availability == "active", detail)
+        )
+    return found

@@ -1,0 +1,27 @@
+"""The swarm launcher's tests: one swarm of docker-in-docker nodes for the session, with the
+clone image pushed to its registry and pulled on every node once (a first pull of it takes
+longer than any clone's wait)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from shadowclone_testing.containers import IMAGE, clone_image, docker_client
+from shadowclone_testing.swarm import Swarm, sc_swarm  # noqa: F401 - the fixture
+
+from shadowclone_swarm_launch.images import Images
+
+
+@pytest.fixture(scope="session")
+def sc_swarm_image(sc_swarm: Swarm) -> Iterator[str]:  # noqa: F811 - the fixture above
+    """The clone image by digest in the swarm's registry, on every node; the manager drained,
+    so that clones run on the workers (a test may kill one; the manager it cannot)."""
+    client = docker_client()
+    clone_image(client)
+    reference = Images(client, sc_swarm.registry).reference(IMAGE)
+    for node in sc_swarm.nodes:
+        sc_swarm.client(node.hostname).images.pull(reference)
+    manager = sc_swarm.manager.nodes.get(sc_swarm.manager_node.node_id)
+    manager.update({**manager.attrs["Spec"], "Availability": "drain"})
+    yield reference

@@ -1,0 +1,165 @@
+"""The swarm launcher passes the launcher contract on a real swarm of three docker-in-docker
+nodes: each clone a one-replica service of the clone image, pulled by digest from the registry
+on whichever node the swarm chose, its run folder at the same path on every node, its secrets
+file a swarm secret that never shows in the service's definition."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from shadowclone.plugin import Launcher, LaunchSpec, LaunchState
+from shadowclone_docker_launch.names import RUN_FOLDER
+from shadowclone_fake_launch.scripts import script_json
+from shadowclone_testing.containers import IMAGE
+from shadowclone_testing.suites.launcher import (
+    HANG_NOTE,
+    PLAYER_SCRIPTS,
+    SECRET,
+    Behaviour,
+    LauncherContract,
+    RunFolder,
+)
+from shadowclone_testing.swarm import Swarm
+
+from shadowclone_swarm_launch.launcher import SwarmLauncher
+from shadowclone_swarm_launch.settings import SwarmSettings
+
+SCRIPT_FILE = "contract-script.json"
+
+
+def play_script(spec: LaunchSpec) -> Sequence[str] | None:
+    """The clone plays the script its run folder holds, with the player of the image."""
+    if not (spec.run_folder / SCRIPT_FILE).exists():
+        return None
+    return ["python", "-m", "shadowclone_fake_launch.player", f"{RUN_FOLDER}/{SCRIPT_FILE}"]
+
+
+def swarm_launcher(swarm: Swarm, root: Path, node_lost_s: float = 60.0) -> SwarmLauncher:
+    settings = SwarmSettings(
+        manager=swarm.manager_url,
+        registry=swarm.registry,
+        run_folders="shared",
+        node_lost_s=node_lost_s,
+    )
+    return SwarmLauncher(root / "clones", IMAGE, settings=settings, command_for=play_script)
+
+
+class TestSwarmLauncher(LauncherContract):
+    image = IMAGE
+
+    @pytest.fixture(autouse=True)
+    def _on(self, sc_swarm: Swarm, sc_swarm_image: str) -> None:
+        self.swarm = sc_swarm
+
+    def make_launcher(self, root: Path) -> Launcher:
+        return swarm_launcher(self.swarm, root)
+
+    def arrange(self, root: Path, folder: RunFolder, behaviour: Behaviour) -> None:
+        script = folder.path / SCRIPT_FILE
+        script.write_text(script_json(PLAYER_SCRIPTS[behaviour], None), encoding="utf-8")
+
+    def traces(self, launcher: Launcher, clone_id: str) -> list[str]:
+        assert isinstance(launcher, SwarmLauncher)
+        return launcher.traces(clone_id)
+
+
+def test_the_secrets_never_show_in_the_services_definition(
+    sc_swarm: Swarm, sc_swarm_image: str, tmp_path: Path
+) -> None:
+    contract = TestSwarmLauncher()
+    contract.swarm = sc_swarm
+    launcher = swarm_launcher(sc_swarm, tmp_path)
+    spec = contract.spec(tmp_path, Behaviour.FINISH, 1)
+    launcher.launch(spec)
+    try:
+        [service] = sc_swarm.manager.services.list(filters={"name": f"shadowclone-{spec.clone_id}"})
+        assert SECRET not in json.dumps(service.attrs)
+        assert contract.exited(launcher, spec.clone_id).exit_code == 0
+        assert SECRET not in launcher.status(spec.clone_id).output_tail
+    finally:
+        launcher.remove(spec.clone_id)
+    assert launcher.traces(spec.clone_id) == []
+
+
+def test_a_clone_whose_node_dies_fails_once_and_never_runs_again(
+    sc_swarm: Swarm, sc_swarm_image: str, tmp_path: Path
+) -> None:
+    contract = TestSwarmLauncher()
+    contract.swarm = sc_swarm
+    launcher = swarm_launcher(sc_swarm, tmp_path, node_lost_s=5)
+    clone_id = contract.launched(launcher, tmp_path, Behaviour.HANG, 1)
+    [service] = sc_swarm.manager.services.list(filters={"name": f"shadowclone-{clone_id}"})
+    [task] = cast(Any, service).tasks()
+    node = sc_swarm.node(task["NodeID"])
+    assert node.role == "worker"
+    sc_swarm.kill_node(node.hostname)
+    try:
+        status = contract.exited(launcher, clone_id)  # down in ~15 s, then node_lost_s
+        assert status.exit_code is None
+        assert f"its node {node.hostname} has been down for " in status.output_tail
+        described = dict((name, fine) for name, fine, _ in launcher.describe())
+        assert described[f"node {node.hostname}"] is False
+        # serve after a restart reads the same: the reason is on the service
+        fresh = swarm_launcher(sc_swarm, tmp_path, node_lost_s=5)
+        assert fresh.status(clone_id).output_tail == status.output_tail
+    finally:
+        sc_swarm.restore_node(node.hostname)
+    time.sleep(5)  # the node back: its agent hears the service has no replica
+    running = sc_swarm.client(node.hostname).containers.list(
+        filters={"label": f"shadowclone.clone={clone_id}"}
+    )
+    assert running == []
+    folder = contract.folder_of(tmp_path, clone_id)
+    assert contract.notes(folder).count(HANG_NOTE) == 1, "the clone ran once"
+    assert launcher.status(clone_id).state is LaunchState.EXITED
+    launcher.remove(clone_id)
+    assert launcher.traces(clone_id) == []
+
+
+def test_status_shows_each_node_with_its_clones(
+    sc_swarm: Swarm, sc_swarm_image: str, tmp_path: Path
+) -> None:
+    contract = TestSwarmLauncher()
+    contract.swarm = sc_swarm
+    launcher = swarm_launcher(sc_swarm, tmp_path)
+    clone_id = contract.launched(launcher, tmp_path, Behaviour.HANG, 1)
+    try:
+        lines = launcher.describe()
+        names = [name for name, _, _ in lines]
+        assert names == [f"node {n.hostname}" for n in sc_swarm.nodes] + ["registry"]
+        assert all(
+            fine for name, fine, _ in lines if name != f"node {sc_swarm.manager_node.hostname}"
+        )
+        assert sum(" 1 clone(s) running" in detail for _, _, detail in lines) == 1
+    finally:
+        launcher.stop(clone_id, grace_s=5)
+        launcher.remove(clone_id)
+
+
+def test_swarm_check_says_what_the_swarm_offers(
+    sc_swarm: Swarm, sc_swarm_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+    from shadowclone.config import HOME_VARIABLE, default_paths, init_config, set_value
+
+    from shadowclone_swarm_launch.commands import swarm
+
+    monkeypatch.setenv(HOME_VARIABLE, str(tmp_path / "home"))
+    paths = default_paths()
+    init_config(paths)
+    set_value(paths, "launchers.swarm.manager", sc_swarm.manager_url)
+    set_value(paths, "launchers.swarm.registry", sc_swarm.registry)
+    done = CliRunner().invoke(swarm, ["check"])
+    lines = done.output.splitlines()
+    assert done.exit_code == 1, done.output  # no run_folders said yet, the manager drained
+    assert lines[0].startswith("NO   manager") and 'run_folders = "shared"' in lines[0]
+    set_value(paths, "launchers.swarm.run_folders", "shared")
+    done = CliRunner().invoke(swarm, ["check"])
+    lines = done.output.splitlines()
+    assert [line[:4].strip() for line in lines] == ["ok", "NO", "ok", "ok", "ok", "ok"], lines
+    assert f"node {sc_swarm.manager_node.hostname}" in lines[1] and "drain" in lines[1]

@@ -1,0 +1,67 @@
+"""`[launchers.swarm]` as the owner writes it: every key read as documented, anything else
+refused in one line naming the key and what was expected."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from shadowclone.plugin import BadInput
+
+from shadowclone_swarm_launch.settings import SwarmSettings
+
+
+def test_a_full_table_is_read() -> None:
+    settings = SwarmSettings.read(
+        {
+            "manager": "ssh://me@box",
+            "registry": "registry.lan:5000/team",
+            "node_lost_s": 90,
+            "run_folders": "shared",
+            "host_address": "10.0.0.5",
+        }
+    )
+    assert settings == SwarmSettings(
+        "ssh://me@box", "registry.lan:5000/team", 90.0, "shared", "10.0.0.5"
+    )
+    assert settings.host() == "10.0.0.5"
+    assert SwarmSettings.read({}) == SwarmSettings()
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"managr": "x"}, "launchers.swarm.managr: unknown key; expected one of "),
+        ({"manager": ""}, "launchers.swarm.manager: expected a non-empty string"),
+        ({"registry": 5}, "launchers.swarm.registry: expected a non-empty string"),
+        ({"node_lost_s": 1}, "launchers.swarm.node_lost_s: expected seconds, from 5 to 86400"),
+        ({"node_lost_s": True}, "launchers.swarm.node_lost_s: expected seconds, from 5 to 86400"),
+        ({"run_folders": "nfs"}, "launchers.swarm.run_folders: expected one of shared"),
+    ],
+)
+def test_what_cannot_be_used_is_refused_in_one_line(options: dict[str, Any], said: str) -> None:
+    with pytest.raises(BadInput) as refused:
+        SwarmSettings.read(options)
+    assert str(refused.value).startswith(said)
+
+
+values = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            ["manager", "registry", "node_lost_s", "run_folders", "host_address", "other"]
+        )
+        | st.text(max_size=6),
+        values,
+        max_size=4,
+    )
+)
+def test_any_table_is_read_or_refused_in_one_line(options: dict[str, Any]) -> None:
+    try:
+        SwarmSettings.read(options)
+    except BadInput as error:
+        assert "\n" not in str(error) and str(error).startswith("launchers.swarm.")
