@@ -13,6 +13,7 @@ from shadowclone.config import Paths
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import ProgressKind, State, Step
 from shadowclone.plugin import LaunchSpec, Outcome, contract
+from shadowclone.plugin import PreparingLauncher as PreparingLauncherProtocol
 from shadowclone.plugin.node import LocalNode
 from shadowclone_fake_launch.launcher import FakeLauncher, default_state_dir
 from shadowclone_fake_launch.scripts import Play, Script
@@ -105,6 +106,50 @@ def test_a_clone_is_preparing_with_the_launchers_lines_then_runs_in_the_prepared
         "building the environment of acme/app",
         "#5 [2/3] RUN apt-get install -y jq",
     ]
+
+
+class PushingLauncher(FakeLauncher):
+    """A `PreparingLauncher`: its preparation (a push, say) is needed once, whatever the spec;
+    a launch before it would fail."""
+
+    def __init__(self) -> None:
+        super().__init__(default_state_dir())
+        self.pushed = False
+        self.asked: list[str] = []
+
+    def needs_prepare(self, spec: LaunchSpec) -> bool:
+        self.asked.append(spec.clone_id)
+        return not self.pushed
+
+    def prepare(
+        self, spec: LaunchSpec, say: Callable[[str], None], cancel: threading.Event
+    ) -> LaunchSpec:
+        say(f"pushing {spec.image}")
+        self.pushed = True
+        return spec
+
+    def launch(self, spec: LaunchSpec) -> None:
+        assert self.pushed, "launched before its push"
+        super().launch(spec)
+
+
+def test_a_launcher_that_needs_it_prepares_a_clone_without_an_environment_once(
+    sc_node: LocalNode, sc_home: Paths, sc_scripts: Scripts
+) -> None:
+    set_up(sc_home)
+    sc_scripts.default = Script(play=Play.FINISH)
+    sc_scripts.save()
+    launcher = PushingLauncher()
+    assert isinstance(launcher, PreparingLauncherProtocol)
+    with serving(sc_node, launcher=launcher):
+        first = sc_node.start("acme/app#1")
+        wait_state(sc_home, first.id, State.DONE)
+        second = sc_node.start("acme/app#2")  # after the push: nothing to prepare
+        wait_state(sc_home, second.id, State.DONE)
+    image = RunFolder(sc_home.clones_dir / first.id).request().image
+    assert prepare_lines(sc_home, first.id) == [f"pushing {image}"]
+    assert prepare_lines(sc_home, second.id) == []
+    assert launcher.asked == [first.id, second.id]
 
 
 def test_a_clone_being_prepared_holds_its_slot(

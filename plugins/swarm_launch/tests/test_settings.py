@@ -1,15 +1,18 @@
 """`[launchers.swarm]` as the owner writes it: every key read as documented, anything else
-refused in one line naming the key and what was expected."""
+refused in one line naming the key and what was expected; and what the launcher refuses before
+it asks the swarm anything."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from shadowclone.plugin import BadInput
+from shadowclone.plugin import BadInput, LaunchSpec, NetworkMode, PluginUnavailable
 
+from shadowclone_swarm_launch.launcher import SwarmLauncher
 from shadowclone_swarm_launch.settings import SwarmSettings
 
 
@@ -65,3 +68,20 @@ def test_any_table_is_read_or_refused_in_one_line(options: dict[str, Any]) -> No
         SwarmSettings.read(options)
     except BadInput as error:
         assert "\n" not in str(error) and str(error).startswith("launchers.swarm.")
+
+
+def test_a_network_off_clone_is_refused_before_the_swarm_is_asked(tmp_path: Path) -> None:
+    """Strangers' work keeps its network off, which the swarm launcher cannot give yet: the
+    clone fails in one line, before anything is made."""
+    spec = LaunchSpec(
+        clone_id="261206-000000-abcd",
+        run_folder=tmp_path,
+        secrets_file=tmp_path / "secrets.toml",
+        image="unused",
+        network=NetworkMode.MODEL_ONLY,
+        model_host="api.anthropic.com",
+    )
+    launcher = SwarmLauncher(tmp_path, settings=SwarmSettings(manager="tcp://192.0.2.1:9"))
+    with pytest.raises(PluginUnavailable) as refused:
+        launcher.launch(spec)
+    assert "network-off" in str(refused.value) and "\n" not in str(refused.value)

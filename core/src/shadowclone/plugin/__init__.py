@@ -12,10 +12,15 @@ import pluggy
 from shadowclone import __version__ as CORE_VERSION
 from shadowclone.errors import BadInput, ConfigError, MalformedFile, PluginUnavailable, Refused
 from shadowclone.plugin import contract
+from shadowclone.plugin.launcher_parts import (
+    DescribedLauncher,
+    PhasedLauncher,
+    PreparingLauncher,
+    SpareLauncher,
+)
 from shadowclone.plugin.spec import PROJECT
 from shadowclone.plugin.types import (
     CloneStatus,
-    DescribedLauncher,
     EarlyStart,
     Engine,
     EngineEvent,
@@ -39,14 +44,12 @@ from shadowclone.plugin.types import (
     NotifierRegistration,
     NotifyEvent,
     Outcome,
-    PhasedLauncher,
     ReviewContext,
     ReviewResult,
     ReviewStage,
     ReviewStageRegistration,
     Secret,
     SecretProviderRegistration,
-    SpareLauncher,
     StartsEarly,
     TextEvent,
     ToolUseEvent,
@@ -186,6 +189,7 @@ __all__ = [
     "PluginInfo",
     "PluginUnavailable",
     "PrebuildSpec",
+    "PreparingLauncher",
     "ProcessSession",
     "ProcessTree",
     "Provided",

@@ -25,12 +25,12 @@ from shadowclone.node.runfolder import FolderRemoved, RunFolder
 from shadowclone.node.schemas import Handoff, ProgressKind, ProgressLine, Record, State, Step
 from shadowclone.node.spares import spare_kind
 from shadowclone.plugin import contract
+from shadowclone.plugin.launcher_parts import PhasedLauncher, PreparingLauncher
 from shadowclone.plugin.types import (
     CloneStatus,
     Launcher,
     LaunchSpec,
     NetworkMode,
-    PhasedLauncher,
 )
 from shadowclone.serve import records, sessions
 from shadowclone.serve.clones import Clone, Current, Forgets, ServeSettings, Writes
@@ -95,7 +95,10 @@ class Launches:
         `launching_at` is written under the lock too: outside it, a queued record with it
         set means a serve died mid-launch, which the next serve settles with the launcher."""
         spec = clone.prepared or self.spec(clone)
-        if spec.environment is not None and clone.prepared is None:
+        if clone.prepared is None and (
+            spec.environment is not None
+            or (isinstance(self.launcher, PreparingLauncher) and self.launcher.needs_prepare(spec))
+        ):
             self.prepare(clone, spec)
             return
         try:

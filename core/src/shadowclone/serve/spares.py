@@ -23,7 +23,8 @@ import attrs
 
 from shadowclone.node import spares
 from shadowclone.plugin import contract
-from shadowclone.plugin.types import Launcher, LaunchSpec, NetworkMode, SpareLauncher
+from shadowclone.plugin.launcher_parts import SpareLauncher
+from shadowclone.plugin.types import Launcher, LaunchSpec, NetworkMode
 
 log = logging.getLogger(__name__)
 

@@ -3,6 +3,7 @@ digest, so each node pulls exactly the image this machine built."""
 
 from __future__ import annotations
 
+import threading
 import urllib.error
 import urllib.request
 from typing import ClassVar
@@ -20,6 +21,8 @@ class Images:
 
     _pushed: ClassVar[dict[tuple[str, str], str]] = {}
     """(image id, registry) -> the reference by digest: one push per image per process."""
+    _pushing: ClassVar[threading.Lock] = threading.Lock()
+    """One push at a time: two clones prepared at once push their image once."""
 
     def __init__(self, local: docker.DockerClient | None, registry: str | None) -> None:
         self._local = local
@@ -34,6 +37,18 @@ class Images:
                 raise unreachable(error) from None
         return self._local
 
+    def pushed(self, image: str) -> bool:
+        """Whether `image` needs no push (by digest already, no registry, or pushed)."""
+        if "@sha256:" in image or self.registry is None:
+            return True
+        try:
+            found = self.local.images.get(image)
+        except docker.errors.ImageNotFound:
+            return False  # `reference` says so
+        except docker.errors.DockerException as error:
+            raise unreachable(error) from None
+        return (str(found.id), self.registry) in self._pushed
+
     def reference(self, image: str) -> str:
         """`image` as the nodes pull it: by digest from the registry (pushed first), or as it
         is where it is by digest already or no registry is named."""
@@ -47,9 +62,10 @@ class Images:
                 "`shadowclone image build`"
             ) from None
         key = (str(found.id), self.registry)
-        if key not in self._pushed:
-            self._pushed[key] = self._push(image, str(found.id))
-        return self._pushed[key]
+        with self._pushing:
+            if key not in self._pushed:
+                self._pushed[key] = self._push(image, str(found.id))
+            return self._pushed[key]
 
     def check(self) -> tuple[str, bool, str]:
         """Whether the registry answers this machine (the nodes reach it by the same name)."""

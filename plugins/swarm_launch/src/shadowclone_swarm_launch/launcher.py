@@ -112,6 +112,10 @@ class SwarmLauncher:
         return self._client
 
     @property
+    def _images(self) -> Images:
+        return Images(self._local, self.settings.registry)
+
+    @property
     def _tasks(self) -> Tasks:
         return Tasks(self.client, self.settings.node_lost_s, self._down_since)
 
@@ -145,27 +149,35 @@ class SwarmLauncher:
                 'run_folders = "shared"'
             )
 
+    def needs_prepare(self, spec: LaunchSpec) -> bool:
+        """An image not pushed yet (`PreparingLauncher`): `prepare` pushes it, on serve's
+        preparing thread."""
+        return not self._images.pushed(spec.image)
+
     def prepare(
         self, spec: LaunchSpec, say: Callable[[str], None], cancel: threading.Event
     ) -> LaunchSpec:
-        """The clone image and the environment's are the Docker launcher's to build; the
-        swarm runs them from the registry (`launch` pushes them)."""
-        if spec.environment is None:
-            return spec
-        from shadowclone_docker_launch.launcher import DockerLauncher
+        """The environment's image is the Docker launcher's to build (on this machine); the
+        image is then pushed to the registry, once, for `launch` to run by digest."""
+        if spec.environment is not None:
+            from shadowclone_docker_launch.launcher import DockerLauncher
 
-        return DockerLauncher(self.clones_dir, self.image).prepare(spec, say, cancel)
+            spec = DockerLauncher(self.clones_dir, self.image).prepare(spec, say, cancel)
+        if not self._images.pushed(spec.image):
+            say(f"pushing {spec.image} to {self.settings.registry}, for the swarm's nodes")
+            self._images.reference(spec.image)
+        return spec
 
     def launch(self, spec: LaunchSpec) -> None:
         check_id(spec.clone_id)
-        if self._service(spec.clone_id) is not None:
-            raise Refused(f"clone {spec.clone_id} already has a service")
         if spec.network is not NetworkMode.OPEN:
             raise PluginUnavailable(
                 "the swarm launcher runs no network-off clone yet (a stranger's work): "
                 "launch it with the Docker launcher"
             )
-        image = Images(self._local, self.settings.registry).reference(spec.image)
+        if self._service(spec.clone_id) is not None:
+            raise Refused(f"clone {spec.clone_id} already has a service")
+        image = self._images.reference(spec.image)
         recipe = Recipe(self.owner, self.command_for)
         labels = {**spec.labels, LABEL_CLONE: spec.clone_id, LABEL_SCOPE: self.scope}
         secrets = []
@@ -194,7 +206,7 @@ class SwarmLauncher:
                 env=[f"{name}={value}" for name, value in environment.items()],
                 user="0:0",
                 container_labels=labels,
-                mounts=self._mounts(spec),
+                mounts=service_mounts(self.owner, spec),
                 secrets=secrets,
                 init=True,
                 cap_add=list(CAPABILITIES),
@@ -210,19 +222,6 @@ class SwarmLauncher:
                 f"the swarm could not start clone {spec.clone_id}: {explain(error)}"
             ) from None
         log.info("clone %s runs as swarm service %s", spec.clone_id, container_name(spec.clone_id))
-
-    def _mounts(self, spec: LaunchSpec) -> list[Mount]:
-        """The Docker launcher's, but for the secrets (a swarm secret) and its in-memory
-        folders, which a service makes as mounts."""
-        mounts = [
-            mount
-            for mount in Recipe(self.owner, None).mounts(spec)
-            if mount["Target"] != SECRETS_FILE
-        ]
-        mounts.append(Mount("/tmp", None, type="tmpfs", tmpfs_mode=0o1777))
-        if self.owner[0] == 0:
-            mounts.append(Mount(PRIVATE, None, type="tmpfs", tmpfs_mode=0o700))
-        return mounts
 
     def status(self, clone_id: str) -> CloneStatus:
         check_id(clone_id)
@@ -296,7 +295,7 @@ class SwarmLauncher:
         the registry, when one is named."""
         found = nodes.describe(self.client, self._services(), self.settings.node_lost_s)
         if self.settings.registry:
-            found.append(Images(self._local, self.settings.registry).check())
+            found.append(self._images.check())
         return found
 
     def traces(self, clone_id: str) -> list[str]:
@@ -325,3 +324,14 @@ class SwarmLauncher:
         except docker.errors.DockerException as error:
             raise unreachable(error) from None
         return found
+
+
+def service_mounts(owner: tuple[int, int], spec: LaunchSpec) -> list[Mount]:
+    """The Docker launcher's mounts, but for the secrets (a swarm secret) and its in-memory
+    folders, which a service makes as mounts."""
+    mounts = Recipe(owner, None).mounts(spec)
+    mounts = [mount for mount in mounts if mount["Target"] != SECRETS_FILE]
+    mounts.append(Mount("/tmp", None, type="tmpfs", tmpfs_mode=0o1777))
+    if owner[0] == 0:
+        mounts.append(Mount(PRIVATE, None, type="tmpfs", tmpfs_mode=0o700))
+    return mounts
