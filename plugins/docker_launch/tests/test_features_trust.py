@@ -113,7 +113,7 @@ def test_a_feature_downloads_through_an_authority_the_owner_gives(
         # What the feature declares besides: its commands kept for the run program, the rest
         # said to be not applied.
         said: list[str] = []
-        kept = features_metadata(docker_cli(), tag, said.append)
+        kept = features_metadata(tag, said.append)
         assert kept == [{"id": "./fetch", "postStartCommand": {"show": "cat /etc/fetched"}}]
         assert said == [
             "feature ./fetch: privileged is not applied: a clone's container keeps its own"

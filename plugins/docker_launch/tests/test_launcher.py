@@ -26,37 +26,27 @@ from shadowclone.plugin import (
     NetworkMode,
     PluginUnavailable,
 )
-from shadowclone_fake_launch.scripts import script_json
 from shadowclone_testing.containers import IMAGE, clone_image, docker_client
 from shadowclone_testing.suites.launcher import (
-    PLAYER_SCRIPTS,
+    SCRIPT_FILE,
     SECRET,
     Behaviour,
     LauncherContract,
     RunFolder,
+    play_script,
+    write_script,
 )
 
 from shadowclone_docker_launch.launcher import (
     CAPABILITIES,
     LABEL_SCOPE,
     LABEL_SPARE,
-    RUN_FOLDER,
     VERSION_LABEL,
     DockerLauncher,
     container_name,
     proxy_name,
     volume_name,
 )
-
-SCRIPT_FILE = "contract-script.json"
-"""Where `arrange` leaves the script the clone plays, in its run folder."""
-
-
-def play_script(spec: LaunchSpec) -> list[str] | None:
-    """The clone plays the script its run folder holds, with the player of the image."""
-    if not (spec.run_folder / SCRIPT_FILE).exists():
-        return None
-    return ["python", "-m", "shadowclone_fake_launch.player", f"{RUN_FOLDER}/{SCRIPT_FILE}"]
 
 
 class TestDockerLauncher(LauncherContract):
@@ -68,8 +58,7 @@ class TestDockerLauncher(LauncherContract):
         return DockerLauncher(root / "clones", IMAGE, client=client, command_for=play_script)
 
     def arrange(self, root: Path, folder: RunFolder, behaviour: Behaviour) -> None:
-        script = folder.path / SCRIPT_FILE
-        script.write_text(script_json(PLAYER_SCRIPTS[behaviour], None), encoding="utf-8")
+        write_script(folder, behaviour)
 
     def traces(self, launcher: Launcher, clone_id: str) -> list[str]:
         assert isinstance(launcher, DockerLauncher)

@@ -7,36 +7,25 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from shadowclone.plugin import Launcher, LaunchSpec, LaunchState
-from shadowclone_docker_launch.names import RUN_FOLDER
-from shadowclone_fake_launch.scripts import script_json
+from shadowclone.plugin import Launcher, LaunchState
 from shadowclone_testing.containers import IMAGE
 from shadowclone_testing.suites.launcher import (
     HANG_NOTE,
-    PLAYER_SCRIPTS,
     SECRET,
     Behaviour,
     LauncherContract,
     RunFolder,
+    play_script,
+    write_script,
 )
 from shadowclone_testing.swarm import Swarm
 
 from shadowclone_swarm_launch.launcher import SwarmLauncher
 from shadowclone_swarm_launch.settings import SwarmSettings
-
-SCRIPT_FILE = "contract-script.json"
-
-
-def play_script(spec: LaunchSpec) -> Sequence[str] | None:
-    """The clone plays the script its run folder holds, with the player of the image."""
-    if not (spec.run_folder / SCRIPT_FILE).exists():
-        return None
-    return ["python", "-m", "shadowclone_fake_launch.player", f"{RUN_FOLDER}/{SCRIPT_FILE}"]
 
 
 def swarm_launcher(swarm: Swarm, root: Path, node_lost_s: float = 60.0) -> SwarmLauncher:
@@ -60,8 +49,7 @@ class TestSwarmLauncher(LauncherContract):
         return swarm_launcher(self.swarm, root)
 
     def arrange(self, root: Path, folder: RunFolder, behaviour: Behaviour) -> None:
-        script = folder.path / SCRIPT_FILE
-        script.write_text(script_json(PLAYER_SCRIPTS[behaviour], None), encoding="utf-8")
+        write_script(folder, behaviour)
 
     def traces(self, launcher: Launcher, clone_id: str) -> list[str]:
         assert isinstance(launcher, SwarmLauncher)

@@ -46,17 +46,23 @@ def docker_cli() -> str:
 
 def image_id(image: str) -> str | None:
     """The local id of `image`, or None where it is not here (or Docker cannot say)."""
+    return inspect_image(image, "{{.Id}}") or None
+
+
+def inspect_image(image: str, template: str) -> str | None:
+    """What `docker image inspect --format TEMPLATE` says of `image` (stripped); None where it
+    is not here, or Docker cannot say."""
     docker = shutil.which("docker")
     if docker is None:
         return None
     done = subprocess.run(
-        [docker, "image", "inspect", "--format", "{{.Id}}", image],
+        [docker, "image", "inspect", "--format", template, image],
         capture_output=True,
         text=True,
         check=False,
         timeout=60,
     )
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def run_build(

@@ -150,7 +150,7 @@ def ensure_image(
     clone = f"{name}:{digest}-clone"
     build_image(clone, base, network=network, ca_certs=ca_certs, say=say, cancel=cancel)
     with tempfile.TemporaryDirectory(prefix="shadowclone-env-") as context_dir:
-        features = features_metadata(docker, clone, say) if environment.features else []
+        features = features_metadata(clone, say) if environment.features else []
         if features:
             (Path(context_dir) / FEATURES_FILE).write_text(json.dumps(features))
         last = final_dockerfile(clone, environment, with_features=bool(features))

@@ -11,7 +11,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ from shadowclone_docker_launch.builds import (
     TLS_REFUSED,
     BuildError,
     Say,
+    inspect_image,
     run_build,
     to_our_output,
 )
@@ -50,20 +50,13 @@ FEATURE_KEYS_IGNORED = {"customizations", "postAttachCommand", "waitFor"}
 """What of it is for an editor attached to the container: no clone has one."""
 
 
-def features_metadata(docker: str, image: str, say: Say | None) -> list[dict[str, object]]:
+def features_metadata(image: str, say: Say | None) -> list[dict[str, object]]:
     """The features' entries of the image's `devcontainer.metadata` label that hold lifecycle
     commands (the run program runs them before the configuration's); what a clone does not
     apply of them is said, never dropped silently."""
     tell = say if say is not None else to_our_output
-    done = subprocess.run(
-        [docker, "image", "inspect", "--format", METADATA_FORMAT, image],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
     try:
-        entries = json.loads(done.stdout) if done.returncode == 0 else []
+        entries = json.loads(inspect_image(image, METADATA_FORMAT) or "[]")
     except ValueError:
         entries = []
     kept = []
@@ -151,14 +144,7 @@ def trusting(
     cancel: threading.Event | None,
 ) -> str:
     """`base` trusting the authorities in `context`/ca-certificates, tagged `tag`."""
-    done = subprocess.run(
-        [docker, "image", "inspect", "--format", "{{.Config.User}}", base],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    user = done.stdout.strip() if done.returncode == 0 else ""
+    user = inspect_image(base, "{{.Config.User}}")
     dockerfile = TRUSTING_DOCKERFILE.format(base=base, user=f"USER {user}\n" if user else "")
     (context / "Dockerfile").write_text(dockerfile)
     what = "the base of the environment trusting the extra certificate authorities"

@@ -26,13 +26,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from shadowclone import contract
 from shadowclone.errors import Refused
 from shadowclone.node.ids import new_clone_id
 from shadowclone.node.runfolder import RunFolder as RunFolder  # noqa: PLC0414 - `arrange` gets one
 from shadowclone.node.schemas import ProgressKind, ProgressLine, Request
 from shadowclone.node.target import Target
 from shadowclone.plugin import CloneStatus, Launcher, LaunchSpec, LaunchState, Outcome
-from shadowclone_fake_launch.scripts import Play, Script
+from shadowclone_fake_launch.scripts import Play, Script, script_json
 
 WAIT_S = 30.0
 """Bound on every wait, so that a broken launcher fails instead of hanging."""
@@ -45,6 +46,28 @@ SECRET = "sk-contract-5e1b9d"
 MARK_VARIABLE = "SHADOWCLONE_CONTRACT_MARK"
 MARK = "mark-7c21"
 """A variable of the spec's `env`, which the clone must find in its environment."""
+SCRIPT_FILE = "contract-script.json"
+"""Where `write_script` leaves the script a containerised clone plays, in its run folder."""
+
+
+def write_script(folder: RunFolder, behaviour: Behaviour) -> None:
+    """For a launcher that runs the clone image: the script of `behaviour`, in the run folder,
+    for `play_script` to play (an `arrange`)."""
+    script = folder.path / SCRIPT_FILE
+    script.write_text(script_json(PLAYER_SCRIPTS[behaviour], None), encoding="utf-8")
+
+
+def play_script(spec: LaunchSpec) -> list[str] | None:
+    """The command of a clone whose run folder holds a script (`write_script`): the image's
+    player plays it, in the run folder where a container mounts it."""
+    if not (spec.run_folder / SCRIPT_FILE).exists():
+        return None
+    return [
+        "python",
+        "-m",
+        "shadowclone_fake_launch.player",
+        f"{contract.CONTAINER_RUN_FOLDER}/{SCRIPT_FILE}",
+    ]
 
 
 class Behaviour(enum.Enum):
