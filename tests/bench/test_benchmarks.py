@@ -16,7 +16,7 @@ from shadowclone_testing.harness import skip_or_fail
 from shadowclone_testing.timing import RESULTS_VARIABLE
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-DOCKER = {"docker_start.py", "env_ready.py", "repo_start.py"}
+DOCKER = {"docker_start.py", "env_ready.py", "repo_start.py", "swarm_launch.py"}
 """Benchmarks that need the Docker engine and the clone image (as the Docker tests do)."""
 
 
