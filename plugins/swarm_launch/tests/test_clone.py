@@ -1,31 +1,44 @@
-"""A whole clone on the swarm: `start` on this machine, serve launching it with the swarm
+"""Whole clones on the swarm: `start` on this machine, serve launching them with the swarm
 launcher, the real run program and Claude Code in a service on a worker, the fake GitHub and
-model server on this machine (reached across the swarm's network); it hears a message
-mid-run and opens its pull request."""
+model server on this machine (reached across the swarm's network). One hears a message mid-run
+and opens its pull request; one outlives serve, SIGKILLed, and hears the new serve's message,
+launched once."""
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from shadowclone.config import HOME_VARIABLE, set_value
 from shadowclone.node.schemas import State
 from shadowclone.plugin import Outcome
-from shadowclone_testing.containers import IMAGE, MESSAGE, SETTINGS, a_world, docker_client, script
-from shadowclone_testing.fakes.models import Shell, Text
-from shadowclone_testing.serving import serving
+from shadowclone_testing.containers import (
+    IMAGE,
+    MESSAGE,
+    SETTINGS,
+    World,
+    a_world,
+    docker_client,
+    script,
+)
+from shadowclone_testing.fakes.models import Hang, Shell, Text
+from shadowclone_testing.serving import ServeProcess, serving
 from shadowclone_testing.swarm import Swarm
 
 from shadowclone_swarm_launch.settings import SwarmSettings
 
 
-@pytest.mark.timeout(900)
-def test_a_clone_on_a_worker_opens_a_pull_request_and_hears_a_message(
+@pytest.fixture
+def swarm_world(
     sc_swarm: Swarm, sc_swarm_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> Iterator[World]:
+    """owner/app on the fake GitHub, set up for Claude Code, and a home whose launcher is the
+    swarm's; the fakes listen where the nodes reach this machine."""
     monkeypatch.setenv(HOME_VARIABLE, str(tmp_path / "home"))
-    here = SwarmSettings(manager=sc_swarm.manager_url).host()  # this machine, for the nodes
+    here = SwarmSettings(manager=sc_swarm.manager_url).host()
     with a_world(docker_client(), IMAGE, here, tmp_path) as world:
         for key, value in (
             ("launcher", '"swarm"'),
@@ -36,28 +49,69 @@ def test_a_clone_on_a_worker_opens_a_pull_request_and_hears_a_message(
         ):
             set_value(world.paths, key, value)
         world.use("claude")
-        number = world.issue("Add a greeting")
-        script(
-            world.model,
-            Shell("echo hello > GREETING.md"),
-            Text("word " * 400, chunk_delay_s=0.2),  # still streaming when the message comes
-            Text("Added GREETING.md."),
-            on_message=Shell("echo hi swarm >> GREETING.md", text="Adding the line."),
-        )
-        with serving(world.node, SETTINGS):
-            clone_id = world.node.start(f"owner/app#{number}").id
-            world.working(clone_id, 2)
-            [service] = sc_swarm.manager.services.list(filters={"name": f"shadowclone-{clone_id}"})
-            [task] = cast(Any, service).tasks()
-            assert sc_swarm.node(task["NodeID"]).role == "worker"
-            world.node.send(clone_id, MESSAGE)
-            record = world.ended(clone_id)
-        assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), world.steps(clone_id)
-        assert world.model.saw_text(MESSAGE), "the message reached the model"
-        [pull] = world.github.pull_requests("owner/app")
-        assert record.pr_url is not None and record.pr_url.endswith(f"/pull/{pull.number}")
-        assert pull.pull is not None
-        greeting = world.github.read_file("owner/app", pull.pull.head_ref, "GREETING.md")
-        assert greeting == "hello\nhi swarm\n"
-        left = sc_swarm.manager.services.list(filters={"name": f"shadowclone-{clone_id}"})
-        assert left == [] and sc_swarm.manager.secrets.list(filters={"name": clone_id}) == []
+        yield world
+
+
+def service_of(swarm: Swarm, clone_id: str) -> Any:
+    [service] = swarm.manager.services.list(filters={"name": f"shadowclone-{clone_id}"})
+    return service
+
+
+@pytest.mark.timeout(900)
+def test_a_clone_on_a_worker_opens_a_pull_request_and_hears_a_message(
+    sc_swarm: Swarm, swarm_world: World
+) -> None:
+    world = swarm_world
+    number = world.issue("Add a greeting")
+    script(
+        world.model,
+        Shell("echo hello > GREETING.md"),
+        Text("word " * 400, chunk_delay_s=0.2),  # still streaming when the message comes
+        Text("Added GREETING.md."),
+        on_message=Shell("echo hi swarm >> GREETING.md", text="Adding the line."),
+    )
+    with serving(world.node, SETTINGS):
+        clone_id = world.node.start(f"owner/app#{number}").id
+        world.working(clone_id, 2)
+        [task] = service_of(sc_swarm, clone_id).tasks()
+        assert sc_swarm.node(task["NodeID"]).role == "worker"
+        world.node.send(clone_id, MESSAGE)
+        record = world.ended(clone_id)
+    assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), world.steps(clone_id)
+    assert world.model.saw_text(MESSAGE), "the message reached the model"
+    [pull] = world.github.pull_requests("owner/app")
+    assert record.pr_url is not None and record.pr_url.endswith(f"/pull/{pull.number}")
+    assert pull.pull is not None
+    greeting = world.github.read_file("owner/app", pull.pull.head_ref, "GREETING.md")
+    assert greeting == "hello\nhi swarm\n"
+    left = sc_swarm.manager.services.list(filters={"name": f"shadowclone-{clone_id}"})
+    assert left == [] and sc_swarm.manager.secrets.list(filters={"name": clone_id}) == []
+
+
+@pytest.mark.timeout(900)
+def test_serve_killed_mid_clone_loses_no_message_and_never_launches_it_again(
+    sc_swarm: Swarm, swarm_world: World
+) -> None:
+    world = swarm_world
+    number = world.issue("Survive serve")
+    hang = Hang(then=Text("Still thinking."))
+    script(world.model, hang, on_message=Text("Heard you; done."))
+    serve = ServeProcess.start(world.paths, "--stop-grace", "20")
+    try:
+        serve.wait_serving()
+        clone_id = world.node.start(f"owner/app#{number}").id
+        world.working(clone_id, 1)
+        assert serve.end(signal.SIGKILL) == -signal.SIGKILL
+        [task] = service_of(sc_swarm, clone_id).tasks()
+        assert task["Status"]["State"] == "running", "the clone outlives serve"
+        serve = ServeProcess.start(world.paths, "--stop-grace", "20")
+        serve.wait_serving()
+        world.node.send(clone_id, MESSAGE)
+        record = world.ended(clone_id)
+        hang.release()
+    finally:
+        serve.end()
+    assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), world.steps(clone_id)
+    assert world.model.saw_text(MESSAGE), "the new serve delivered the message"
+    started = [text for text in world.steps(clone_id) if text.startswith("starting claude")]
+    assert len(started) == 1, "the clone was never launched again"
