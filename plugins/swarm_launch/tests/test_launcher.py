@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from shadowclone.plugin import Launcher, LaunchState
+from shadowclone.plugin import Launcher, LaunchSpec, LaunchState, NetworkMode
 from shadowclone_testing.containers import IMAGE
+from shadowclone_testing.fakes.github import FakeGitHub
+from shadowclone_testing.fakes.models import FakeModelServer
+from shadowclone_testing.network_probe import PING, PROBE
 from shadowclone_testing.suites.launcher import (
     HANG_NOTE,
     SECRET,
@@ -151,3 +154,49 @@ def test_swarm_check_says_what_the_swarm_offers(
     lines = done.output.splitlines()
     assert [line[:4].strip() for line in lines] == ["ok", "NO", "ok", "ok", "ok", "ok"], lines
     assert f"node {sc_swarm.manager_node.hostname}" in lines[1] and "drain" in lines[1]
+
+
+def test_a_network_off_clone_reaches_its_model_through_its_proxy_and_nothing_else(
+    sc_swarm: Swarm, sc_swarm_image: str, tmp_path: Path
+) -> None:
+    """A stranger's clone on a worker: on its own internal overlay, whose one other service is
+    its egress proxy; the model through the proxy with the token, nothing else at all."""
+    here = SwarmSettings(manager=sc_swarm.manager_url).host()
+    with (
+        FakeGitHub(tmp_path / "github", host=here) as github,
+        FakeModelServer([], final_text="pong", host=here) as model,
+    ):
+        launcher = swarm_launcher(sc_swarm, tmp_path)
+        clone_id = "261206-000000-off1"
+        folder = tmp_path / "clones" / clone_id
+        folder.mkdir(parents=True)
+        spec = LaunchSpec(
+            clone_id=clone_id,
+            run_folder=folder,
+            secrets_file=tmp_path / "none.toml",
+            image=IMAGE,
+            network=NetworkMode.MODEL_ONLY,
+            model_host=f"{here}:{model.port}",
+        )
+        ping = f"{PING} (swarm)"
+        argv = [here, str(github.port), str(model.port), ping, here]
+        launcher.command_for = lambda _spec: ["python3", "-c", PROBE, *argv]
+        launcher.launch(spec)
+        try:
+            status = TestSwarmLauncher().exited(launcher, clone_id)
+            assert status.exit_code == 0, status.output_tail
+            seen = json.loads(status.output_tail.splitlines()[-1])
+        finally:
+            launcher.remove(clone_id)
+        assert launcher.traces(clone_id) == []
+    assert seen["direct_github"].startswith("failed"), seen
+    assert seen["direct_model"].startswith("failed"), "no way out but the proxy"
+    assert seen["github"]["status"] == 403 and "egress proxy" in seen["github"]["body"], seen
+    assert "403" in seen["github_tunnel"]["connect"], seen
+    assert github.requests() == [], "nothing reached the fake GitHub"
+    assert seen["model"]["status"] == 200 and "pong" in seen["model"]["body"], seen
+    assert " 200 " in seen["model_tunnel"]["reply"], seen
+    assert model.saw_text(ping)
+    assert seen["model_no_token"]["status"] == 407, seen
+    assert "407" in seen["tunnel_no_token"]["connect"], seen
+    assert len(model.model_requests()) == 2, "only the two requests with the token arrived"

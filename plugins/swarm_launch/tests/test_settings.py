@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from shadowclone.plugin import BadInput, LaunchSpec, NetworkMode, PluginUnavailable
+from shadowclone.plugin import BadInput, LaunchSpec, NetworkMode, Refused
 
 from shadowclone_swarm_launch.launcher import SwarmLauncher
 from shadowclone_swarm_launch.settings import SwarmSettings
@@ -70,18 +70,18 @@ def test_any_table_is_read_or_refused_in_one_line(options: dict[str, Any]) -> No
         assert "\n" not in str(error) and str(error).startswith("launchers.swarm.")
 
 
-def test_a_network_off_clone_is_refused_before_the_swarm_is_asked(tmp_path: Path) -> None:
-    """Strangers' work keeps its network off, which the swarm launcher cannot give yet: the
-    clone fails in one line, before anything is made."""
+def test_a_network_off_clone_with_no_model_host_is_refused_before_the_swarm_is_asked(
+    tmp_path: Path,
+) -> None:
+    """Its proxy would let nothing through: the clone fails in one line, nothing is made."""
     spec = LaunchSpec(
         clone_id="261206-000000-abcd",
         run_folder=tmp_path,
         secrets_file=tmp_path / "secrets.toml",
         image="unused",
         network=NetworkMode.MODEL_ONLY,
-        model_host="api.anthropic.com",
     )
     launcher = SwarmLauncher(tmp_path, settings=SwarmSettings(manager="tcp://192.0.2.1:9"))
-    with pytest.raises(PluginUnavailable) as refused:
+    with pytest.raises(Refused) as refused:
         launcher.launch(spec)
-    assert "network-off" in str(refused.value) and "\n" not in str(refused.value)
+    assert "no model host" in str(refused.value) and "\n" not in str(refused.value)

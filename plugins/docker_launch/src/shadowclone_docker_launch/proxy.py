@@ -13,7 +13,8 @@ clone's run program holds the token, its engine does not. A request is forwarded
 host:port is an allowed one; everything else gets 403 and is logged.
 
 The launcher runs this file's source with the clone image's Python (`python3 -c SOURCE --allow
-HOST[:PORT] --socket PATH`), so it uses the standard library only and the image need not
+HOST[:PORT] --socket PATH`, or `--listen HOST:PORT` where the swarm launcher runs it as a service
+on the clone's internal network), so it uses the standard library only and the image need not
 contain this plugin.
 """
 
@@ -184,13 +185,24 @@ class EgressProxy:
             each.close()
 
 
-async def serve(allowed: Sequence[str], socket_path: str, token: str) -> None:
+async def serve(
+    allowed: Sequence[str], socket_path: str | None, token: str, listen: str | None = None
+) -> None:
+    """On the Unix socket `socket_path`, or on `listen` (HOST:PORT: a swarm's clone reaches its
+    proxy on the clone's own internal network, which nothing else is on)."""
     proxy = EgressProxy(allowed, token)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(socket_path)  # left by an earlier proxy of this clone
-    server = await asyncio.start_unix_server(proxy.handle, socket_path, limit=HEAD_LIMIT)
-    os.chmod(socket_path, 0o666)  # the clone may run as any uid
-    log.info("%s on %s; allowed: %s", READY_LINE, socket_path, ", ".join(allowed))
+    if listen is not None:
+        host, _, port = listen.rpartition(":")
+        server = await asyncio.start_server(proxy.handle, host, int(port), limit=HEAD_LIMIT)
+        where = listen
+    else:
+        assert socket_path is not None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(socket_path)  # left by an earlier proxy of this clone
+        server = await asyncio.start_unix_server(proxy.handle, socket_path, limit=HEAD_LIMIT)
+        os.chmod(socket_path, 0o666)  # the clone may run as any uid
+        where = socket_path
+    log.info("%s on %s; allowed: %s", READY_LINE, where, ", ".join(allowed))
     async with server:
         await server.serve_forever()
 
@@ -198,14 +210,16 @@ async def serve(allowed: Sequence[str], socket_path: str, token: str) -> None:
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="shadowclone-egress")
     parser.add_argument("--allow", action="append", required=True, help="host[:port]")
-    parser.add_argument("--socket", required=True, help="the Unix socket to listen on")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--socket", help="the Unix socket to listen on")
+    where.add_argument("--listen", help="HOST:PORT to listen on instead")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     token = os.environ.pop(TOKEN_VARIABLE, "")
     if not token:
         parser.error(f"{TOKEN_VARIABLE} is not set: the proxy lets nobody through without it")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.allow, args.socket, token))
+        asyncio.run(serve(args.allow, args.socket, token, args.listen))
     return 0
 
 

@@ -59,7 +59,7 @@ from shadowclone_docker_launch.names import (
 from shadowclone_docker_launch.recipe import CommandFor, Recipe
 from shadowclone_docker_launch.scope import explain, unreachable
 
-from shadowclone_swarm_launch import nodes
+from shadowclone_swarm_launch import egress, nodes
 from shadowclone_swarm_launch.images import Images
 from shadowclone_swarm_launch.secrets import Secrets
 from shadowclone_swarm_launch.settings import SwarmSettings
@@ -170,14 +170,19 @@ class SwarmLauncher:
 
     def launch(self, spec: LaunchSpec) -> None:
         check_id(spec.clone_id)
-        if spec.network is not NetworkMode.OPEN:
-            raise PluginUnavailable(
-                "the swarm launcher runs no network-off clone yet (a stranger's work): "
-                "launch it with the Docker launcher"
+        if spec.network is not NetworkMode.OPEN and not spec.model_host:
+            raise Refused(
+                f"clone {spec.clone_id} is network-off and its spec names no model host to reach"
             )
         if self._service(spec.clone_id) is not None:
             raise Refused(f"clone {spec.clone_id} already has a service")
         image = self._images.reference(spec.image)
+        networks: list[str] = []
+        way_out: dict[str, str] = {"host.docker.internal": self.host_address()}
+        environment: dict[str, str] = {}
+        if spec.network is not NetworkMode.OPEN:  # its proxy's internal network, only
+            networks, environment = egress.shut_off(self.client, spec, image, self.scope)
+            way_out = {}
         recipe = Recipe(self.owner, self.command_for)
         labels = {**spec.labels, LABEL_CLONE: spec.clone_id, LABEL_SCOPE: self.scope}
         secrets = []
@@ -187,7 +192,7 @@ class SwarmLauncher:
             secrets.append(
                 SecretReference(str(secret.id), secret.name, SECRETS_FILE, uid, gid, mode=0o400)
             )
-        environment = recipe.environment(spec)
+        environment = {**recipe.environment(spec), **environment}
         memory = int(docker.utils.parse_bytes(spec.memory)) if spec.memory else None
         cpus = int(spec.cpus * 1e9) if spec.cpus else None
         try:
@@ -211,11 +216,13 @@ class SwarmLauncher:
                 init=True,
                 cap_add=list(CAPABILITIES),
                 cap_drop=["ALL"],
-                hosts={"host.docker.internal": self.host_address()},
+                hosts=way_out,
+                networks=networks,
                 stop_grace_period=10 * 10**9,
             )
         except docker.errors.APIError as error:
             self._secrets.remove(spec.clone_id)
+            egress.remove(self.client, spec.clone_id, self.scope)
             if error.status_code == 409:  # another launcher made it just now
                 raise Refused(f"clone {spec.clone_id} already has a service") from None
             raise PluginUnavailable(
@@ -262,6 +269,7 @@ class SwarmLauncher:
             with contextlib.suppress(docker.errors.NotFound):  # removed meanwhile
                 cast(Any, service).remove()
         self._secrets.remove(clone_id)
+        egress.remove(self.client, clone_id, self.scope)
 
     def running(self) -> Sequence[CloneStatus]:
         found = []
@@ -283,7 +291,7 @@ class SwarmLauncher:
             self.remove(clone_id) if clone_id else cast(Any, service).remove()
             removed.append(f"service {service.name} (its run folder is gone)")
         removed += self._secrets.reap(alive)
-        return removed
+        return removed + egress.reap(self.client, self.scope, alive)
 
     def host_address(self) -> str:
         return self.settings.host()
@@ -304,7 +312,8 @@ class SwarmLauncher:
         service = self._service(clone_id)
         if service is not None:
             left.append(f"service {service.name}")
-        return left + [f"secret {name}" for name in self._secrets.names(clone_id)]
+        left += [f"secret {name}" for name in self._secrets.names(clone_id)]
+        return left + egress.traces(self.client, clone_id, self.scope)
 
     def _service(self, clone_id: str) -> Service | None:
         try:
