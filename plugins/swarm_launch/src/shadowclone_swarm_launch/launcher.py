@@ -126,28 +126,7 @@ class SwarmLauncher:
     # ------------------------------------------------------------------ the protocol
 
     def check(self) -> None:
-        try:
-            info = self.client.info()
-        except docker.errors.DockerException as error:
-            raise unreachable(error) from None
-        swarm = info.get("Swarm") or {}
-        where = self.settings.manager or "this machine's Docker"
-        if swarm.get("LocalNodeState") != "active":
-            raise PluginUnavailable(
-                f"{where} is in no swarm: run `docker swarm init` there (then `docker swarm "
-                "join` on the other machines), or name a manager in [launchers.swarm] manager"
-            )
-        if not swarm.get("ControlAvailable"):
-            raise PluginUnavailable(
-                f"{where} is a swarm worker, not a manager: name a manager's Docker in "
-                "[launchers.swarm] manager"
-            )
-        if self.settings.run_folders is None:
-            raise PluginUnavailable(
-                "the swarm's nodes need the clones folder: mount it at the same path on every "
-                f"node ({self.clones_dir}, NFS or the like), then set [launchers.swarm] "
-                'run_folders = "shared"'
-            )
+        nodes.check(self.client, self.settings, self.clones_dir)
 
     def needs_prepare(self, spec: LaunchSpec) -> bool:
         """An image not pushed yet (`PreparingLauncher`): `prepare` pushes it, on serve's

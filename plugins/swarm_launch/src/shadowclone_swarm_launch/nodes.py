@@ -4,13 +4,16 @@ each with its role, state, clones and what it offers."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import docker
 import docker.errors
 from docker.models.services import Service
+from shadowclone.plugin import PluginUnavailable
 from shadowclone_docker_launch.scope import unreachable
 
+from shadowclone_swarm_launch.settings import SwarmSettings
 from shadowclone_swarm_launch.tasks import RUNNING, hostname, newest
 
 
@@ -45,3 +48,30 @@ def describe(
             (f"node {hostname(node)}", state == "ready" and availability == "active", detail)
         )
     return found
+
+
+def check(client: docker.DockerClient, settings: SwarmSettings, clones_dir: Path) -> None:
+    """`PluginUnavailable` with what to do, unless the swarm can run clones: a manager's API,
+    and the clones folder shared with the nodes."""
+    try:
+        info = client.info()
+    except docker.errors.DockerException as error:
+        raise unreachable(error) from None
+    swarm = info.get("Swarm") or {}
+    where = settings.manager or "this machine's Docker"
+    if swarm.get("LocalNodeState") != "active":
+        raise PluginUnavailable(
+            f"{where} is in no swarm: run `docker swarm init` there (then `docker swarm "
+            "join` on the other machines), or name a manager in [launchers.swarm] manager"
+        )
+    if not swarm.get("ControlAvailable"):
+        raise PluginUnavailable(
+            f"{where} is a swarm worker, not a manager: name a manager's Docker in "
+            "[launchers.swarm] manager"
+        )
+    if settings.run_folders is None:
+        raise PluginUnavailable(
+            "the swarm's nodes need the clones folder: mount it at the same path on every "
+            f"node ({clones_dir}, NFS or the like), then set [launchers.swarm] "
+            'run_folders = "shared"'
+        )
