@@ -140,13 +140,19 @@ def _running(scope: DockerScope, clone_id: str, composed: Compose, made_of: str)
 
 def _joining(scope: DockerScope, clone_id: str, composed: Compose) -> dict[str, Any]:
     """The options of the clone's container that put it among its services."""
-    network = network_name(clone_id)
-    mode = composed.service.network_mode
+    return _placed(scope, clone_id, composed.service)
+
+
+def _placed(scope: DockerScope, clone_id: str, service: ComposeService) -> dict[str, Any]:
+    """The network options of a container of the clone's Compose project: another service's
+    network namespace, none, or the clone's network, where it answers by its service name."""
+    mode = service.network_mode
     if mode is not None and mode.startswith("service:"):
         return {"network_mode": f"container:{service_name(clone_id, mode[len('service:') :])}"}
     if mode == "none":
         return {"network_mode": "none"}
-    endpoint = scope.client.api.create_endpoint_config(aliases=[composed.service.name])
+    network = network_name(clone_id)
+    endpoint = scope.client.api.create_endpoint_config(aliases=[service.name])
     return {
         "network": network,
         "networking_config": {network: endpoint},
@@ -177,17 +183,7 @@ def _create(
         with contextlib.suppress(docker.errors.APIError):  # made already for another service
             scope.client.volumes.create(name, labels=labels)
         mounts.append(Mount(volume.target, name, type="volume", read_only=volume.read_only))
-    options: dict[str, Any] = {}
-    mode = service.network_mode
-    if mode is not None and mode.startswith("service:"):
-        options["network_mode"] = f"container:{service_name(clone_id, mode[len('service:') :])}"
-    elif mode == "none":
-        options["network_mode"] = "none"
-    else:
-        network = network_name(clone_id)
-        endpoint = scope.client.api.create_endpoint_config(aliases=[service.name])
-        options.update(network=network, networking_config={network: endpoint})
-        options["extra_hosts"] = HOST_GATEWAY
+    options = _placed(scope, clone_id, service)
     if service.healthcheck is not None:
         check = service.healthcheck
         options["healthcheck"] = Healthcheck(

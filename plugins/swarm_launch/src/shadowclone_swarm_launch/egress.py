@@ -138,9 +138,7 @@ def remove(client: docker.DockerClient, clone_id: str, scope: str) -> list[str]:
             service.remove()
             removed.append(f"service {proxy_name(clone_id)}")
     deadline = time.monotonic() + 30.0  # the network is in use until the tasks are gone
-    for network in client.networks.list(names=[internal_network(clone_id)]):
-        if (network.attrs.get("Labels") or {}).get(LABEL_SCOPE) != scope:
-            continue
+    for network in _internal(client, clone_id, scope):
         while True:
             try:
                 network.remove()
@@ -160,10 +158,18 @@ def traces(client: docker.DockerClient, clone_id: str, scope: str) -> list[str]:
     service = _proxy(client, clone_id)
     if service is not None:
         left.append(f"service {service.name}")
-    for network in client.networks.list(names=[internal_network(clone_id)]):
-        if (network.attrs.get("Labels") or {}).get(LABEL_SCOPE) == scope:
-            left.append(f"network {network.name}")
-    return left
+    return left + [f"network {network.name}" for network in _internal(client, clone_id, scope)]
+
+
+def _internal(client: docker.DockerClient, clone_id: str, scope: str) -> list[Any]:
+    """The clone's internal network, if this scope made it (Docker's name filter matches
+    parts of names: the name is checked whole)."""
+    name = internal_network(clone_id)
+    return [
+        network
+        for network in client.networks.list(names=[name])
+        if network.name == name and (network.attrs.get("Labels") or {}).get(LABEL_SCOPE) == scope
+    ]
 
 
 def reap(client: docker.DockerClient, scope: str, alive: set[str]) -> list[str]:
