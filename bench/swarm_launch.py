@@ -42,9 +42,9 @@ GOAL = 1.5
 WAIT_S = 300.0
 
 
-def bare_service(swarm: Swarm, reference: str, number: int) -> float:
+def bare_service(manager: docker.DockerClient, reference: str, number: int) -> float:
     """A service of the image on a worker, from its create to its first output line."""
-    services: Any = swarm.manager.services
+    services: Any = manager.services
     began = time.monotonic()
     service = services.create(
         reference,
@@ -76,16 +76,18 @@ def prepared(swarm: Swarm, image: str) -> str:
 
 
 def measure(
-    swarm: Swarm, image: str, reference: str, runs: int, root: Path
+    swarm: SwarmSettings, image: str, reference: str, runs: int, root: Path
 ) -> tuple[list[float], list[float]]:
     """Each run's clone (start -> first model request) and bare service (create -> output)."""
+    assert swarm.manager is not None and swarm.registry is not None
     os.environ[HOME_VARIABLE] = str(root / "home")
-    address = SwarmSettings(manager=swarm.manager_url).host()
+    address = swarm.host()
+    manager = docker.DockerClient(base_url=swarm.manager, timeout=600)
     clones, bare = [], []
     with a_world(docker.from_env(timeout=600), image, address, root) as world:
         for key, value in (
             ("launcher", '"swarm"'),
-            ("launchers.swarm.manager", f'"{swarm.manager_url}"'),
+            ("launchers.swarm.manager", f'"{swarm.manager}"'),
             ("launchers.swarm.registry", f'"{swarm.registry}"'),
             ("launchers.swarm.run_folders", '"shared"'),
             ("spares", "0"),
@@ -94,7 +96,7 @@ def measure(
         world.use("claude")
         with serving(world.node, SETTINGS):
             for number in range(runs + 1):  # the first, untimed: the cache and first pull
-                bare_s = bare_service(swarm, reference, number)
+                bare_s = bare_service(manager, reference, number)
                 issue = world.issue(f"Run {number}")
                 script(world.model, Text("Done."))
                 seen = len(world.model.model_requests())
@@ -114,18 +116,32 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--image", default=DEFAULT_IMAGE)
     parser.add_argument("--quick", action="store_true", help="one run (the tests' mode)")
+    parser.add_argument(
+        "--on",
+        nargs=3,
+        metavar=("MANAGER", "REGISTRY", "SHARED"),
+        help="a swarm already running (the swarm tests'), its image pulled on every node and "
+        "its manager drained, whose nodes all see the folder SHARED at its path",
+    )
     args = parser.parse_args(argv)
     runs = 1 if args.quick else args.runs
     host = docker.from_env(timeout=600)
     clone_image(host)
     with (
-        tempfile.TemporaryDirectory(prefix="bench-swarm-") as temp,
+        tempfile.TemporaryDirectory(
+            prefix="bench-swarm-", dir=args.on[2] if args.on else None
+        ) as temp,
         contextlib.ExitStack() as stack,
     ):
         root = Path(temp)
         root.chmod(0o755)
-        swarm = stack.enter_context(running_swarm(host, root / "registry", shared=root))
-        reference = prepared(swarm, args.image)
+        if args.on:
+            swarm = SwarmSettings(manager=args.on[0], registry=args.on[1])
+            reference = Images(host, args.on[1]).reference(args.image)
+        else:
+            kit = stack.enter_context(running_swarm(host, root / "registry", shared=root))
+            reference = prepared(kit, args.image)
+            swarm = SwarmSettings(manager=kit.manager_url, registry=kit.registry)
         clones, bare = measure(swarm, args.image, reference, runs, root / "world")
     clone, floor = statistics.median(clones), statistics.median(bare)
     print(f"image {args.image}, {runs} runs, on a swarm of three docker-in-docker nodes")

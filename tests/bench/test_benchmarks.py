@@ -16,11 +16,15 @@ from shadowclone_testing.harness import skip_or_fail
 from shadowclone_testing.timing import RESULTS_VARIABLE
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
-DOCKER = {"docker_start.py", "env_ready.py", "repo_start.py", "swarm_launch.py"}
+DOCKER = {"docker_start.py", "env_ready.py", "repo_start.py"}
 """Benchmarks that need the Docker engine and the clone image (as the Docker tests do)."""
+ELSEWHERE = {"swarm_launch.py"}
+"""Run by the swarm launcher's tests, on their swarm (plugins/swarm_launch/tests/test_bench.py)."""
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in BENCH.glob("*.py")))
+@pytest.mark.parametrize(
+    "script", sorted(p.name for p in BENCH.glob("*.py") if p.name not in ELSEWHERE)
+)
 def test_the_benchmark_runs_in_its_quick_mode(script: str, tmp_path: Path) -> None:
     """It finishes, prints its figures, and records them for the one table (each with a
     floor measured in the same run or an absolute goal)."""

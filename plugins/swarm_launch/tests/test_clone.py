@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from shadowclone.config import HOME_VARIABLE, set_value
-from shadowclone.node.schemas import State
+from shadowclone.node.runfolder import RunFolder
+from shadowclone.node.schemas import InboxKind, State
 from shadowclone.plugin import Outcome
 from shadowclone_testing.containers import (
     IMAGE,
@@ -23,8 +24,9 @@ from shadowclone_testing.containers import (
     a_world,
     docker_client,
     script,
+    wait_for,
 )
-from shadowclone_testing.fakes.models import Hang, Shell, Text
+from shadowclone_testing.fakes.models import CallTool, Hang, Shell, Text
 from shadowclone_testing.serving import ServeProcess, serving
 from shadowclone_testing.swarm import Swarm
 
@@ -58,13 +60,20 @@ def service_of(swarm: Swarm, clone_id: str) -> Any:
 
 
 @pytest.mark.timeout(900)
-def test_a_clone_on_a_worker_opens_a_pull_request_and_hears_a_message(
+def test_a_clone_on_a_worker_opens_a_pull_request_hears_a_message_and_an_answer(
     sc_swarm: Swarm, swarm_world: World
 ) -> None:
+    """Each reaches its engine once: the answer as the ask tool's result, the message as a
+    turn of its own."""
     world = swarm_world
     number = world.issue("Add a greeting")
     script(
         world.model,
+        CallTool(
+            "shadowclone_ask",
+            "ask",
+            {"question": "Hello or hi?", "options": ["hello", "hi"], "recommended": "hi"},
+        ),
         Shell("echo hello > GREETING.md"),
         Text("word " * 400, chunk_delay_s=0.2),  # still streaming when the message comes
         Text("Added GREETING.md."),
@@ -72,13 +81,22 @@ def test_a_clone_on_a_worker_opens_a_pull_request_and_hears_a_message(
     )
     with serving(world.node, SETTINGS):
         clone_id = world.node.start(f"owner/app#{number}").id
-        world.working(clone_id, 2)
+        question = wait_for(lambda: world.node.get(clone_id).question, "the clone's question")
+        world.node.answer(clone_id, question.id, "hello")
+        world.working(clone_id, 3)
         [task] = service_of(sc_swarm, clone_id).tasks()
         assert sc_swarm.node(task["NodeID"]).role == "worker"
         world.node.send(clone_id, MESSAGE)
         record = world.ended(clone_id)
     assert (record.state, record.outcome) == (State.DONE, Outcome.DONE), world.steps(clone_id)
     assert world.model.saw_text(MESSAGE), "the message reached the model"
+    requests = world.model.model_requests()
+    answered = [r for r in requests if any("hello" in t for t in r.tool_results())]
+    assert answered and answered[0] is requests[1], "the answer was the ask tool's result"
+    folder = RunFolder(world.paths.clones_dir / clone_id)
+    inbox, delivered = folder.inbox()[0], folder.deliveries()[0]
+    assert [line.id for line in delivered] == [line.id for line in inbox], "each line once"
+    assert [line.kind for line in inbox] == [InboxKind.ANSWER, InboxKind.MESSAGE]
     [pull] = world.github.pull_requests("owner/app")
     assert record.pr_url is not None and record.pr_url.endswith(f"/pull/{pull.number}")
     assert pull.pull is not None

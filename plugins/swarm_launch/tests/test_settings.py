@@ -4,6 +4,7 @@ it asks the swarm anything."""
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from shadowclone.plugin import BadInput, LaunchSpec, NetworkMode, Refused
 
 from shadowclone_swarm_launch.launcher import SwarmLauncher
 from shadowclone_swarm_launch.settings import SwarmSettings
+from shadowclone_swarm_launch.tasks import rfc3339
 
 
 def test_a_full_table_is_read() -> None:
@@ -85,3 +87,33 @@ def test_a_network_off_clone_with_no_model_host_is_refused_before_the_swarm_is_a
     with pytest.raises(Refused) as refused:
         launcher.launch(spec)
     assert "no model host" in str(refused.value) and "\n" not in str(refused.value)
+
+
+@given(
+    st.datetimes(
+        min_value=datetime.datetime(1970, 1, 2), timezones=st.timezones(), allow_imaginary=False
+    ),
+    st.integers(0, 999),
+)
+def test_dockers_times_read_to_the_microsecond(when: datetime.datetime, nanos: int) -> None:
+    """RFC 3339 with nanoseconds (Docker's `UpdatedAt`, `SystemTime`), in any offset."""
+    offset = when.utcoffset()
+    assert offset is not None
+    minutes = int(offset.total_seconds()) // 60
+    zone = (
+        "Z"
+        if minutes == 0
+        else f"{'+' if minutes > 0 else '-'}{abs(minutes) // 60:02}:{abs(minutes) % 60:02}"
+    )
+    text = when.strftime("%Y-%m-%dT%H:%M:%S") + f".{when.microsecond:06}{nanos:03}{zone}"
+    read = rfc3339(text)
+    assert read is not None and read == when.replace(tzinfo=datetime.timezone(offset))
+
+
+@given(st.text(max_size=40), st.text(min_size=1, max_size=5))
+def test_anything_else_is_no_time(text: str, junk: str) -> None:
+    """Nothing but a whole time is read: text around a time, or without one, is None."""
+    if not any(c.isdigit() for c in text):
+        assert rfc3339(text) is None
+    assert rfc3339("2026-12-06T23:40:01.5Z" + junk) is None
+    assert rfc3339(junk + "2026-12-06T23:40:01Z") is None

@@ -3,7 +3,9 @@ whose node was lost, which is ended so that it never runs again."""
 
 from __future__ import annotations
 
+import datetime
 import logging
+import re
 import time
 from typing import Any, cast
 
@@ -26,7 +28,9 @@ RUNNING |= {"starting", "running"}
 
 class Tasks:
     """Reads clones' tasks; `down_since` (by node id, when a launcher first saw it down) lives
-    as long as the launcher."""
+    as long as the launcher. How long a node has been down is the longer of that and the
+    manager's own record (the node's last change, by the manager's clock), so a restarted
+    serve does not count from nothing again; both are at most the truth."""
 
     def __init__(
         self, client: docker.DockerClient, node_lost_s: float, down_since: dict[str, float]
@@ -71,7 +75,7 @@ class Tasks:
             self._down_since.pop(node_id, None)
             return None
         since = self._down_since.setdefault(node_id, time.monotonic())
-        down_s = time.monotonic() - since
+        down_s = max(time.monotonic() - since, self._recorded_down_s(node))
         if down_s < self.node_lost_s:
             return None
         name = (node.attrs.get("Description") or {}).get("Hostname", node_id) if node else node_id
@@ -79,6 +83,20 @@ class Tasks:
             f"its node {name} has been down for {down_s:.0f} s (node_lost_s "
             f"{self.node_lost_s:.0f}): the clone was ended there and is never run again"
         )
+
+    def _recorded_down_s(self, node: Any) -> float:
+        """Since the manager last changed the node (marking it down, or later): 0 for a node
+        removed, or when either time cannot be read."""
+        if node is None:
+            return 0.0
+        try:
+            now = rfc3339(str(self.client.info().get("SystemTime", "")))
+        except docker.errors.APIError:
+            return 0.0
+        changed = rfc3339(str(node.attrs.get("UpdatedAt", "")))
+        if now is None or changed is None:
+            return 0.0
+        return max(0.0, (now - changed).total_seconds())
 
     def _end_lost(self, service: Service, why: str) -> None:
         """No replica, so a node that comes back stops the clone; the reason, for a later
@@ -89,6 +107,22 @@ class Tasks:
             cast(Any, service).update(mode=ServiceMode("replicated", replicas=0), labels=labels)
         except docker.errors.APIError as error:
             log.warning("could not end lost clone service %s: %s", service.name, explain(error))
+
+
+def rfc3339(text: str) -> datetime.datetime | None:
+    """Docker's times (`2026-12-06T23:40:01.123456789Z`, nanoseconds and any offset), aware;
+    None for anything else."""
+    match = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)", text)
+    if match is None:
+        return None
+    whole, fraction, zone = match.groups()
+    micro = (fraction or ".0")[1:7].ljust(6, "0")
+    try:
+        return datetime.datetime.fromisoformat(
+            f"{whole}.{micro}{'+00:00' if zone == 'Z' else zone}"
+        )
+    except ValueError:
+        return None
 
 
 def hostname(node: Any) -> str:

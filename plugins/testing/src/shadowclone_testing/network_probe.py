@@ -1,6 +1,8 @@
 """What a clone with its network off can reach, as a probe run in it sees it: the tests of
 every launcher that keeps a stranger's clone network-off run it (`python3 -c PROBE HOST
-GITHUB_PORT MODEL_PORT TEXT HOST_IP`), and read the JSON object it prints last."""
+GITHUB_PORT MODEL_PORT TEXT HOST_IP [ADDRESS:PORT...]`), and read the JSON object it prints
+last. Each ADDRESS:PORT is also tried directly (`direct_others`): the machines a launcher runs
+clones on, their Docker APIs, whatever else must stay out of a stranger's reach."""
 
 PING = "ping through the egress proxy"
 
@@ -9,6 +11,7 @@ import base64, json, os, socket, sys, urllib.error, urllib.parse, urllib.request
 
 host, github_port, model_port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 host_ip = sys.argv[5]
+others = [target.rsplit(":", 1) for target in sys.argv[6:]]
 message = json.dumps({"model": "m", "max_tokens": 16, "stream": False,
                       "messages": [{"role": "user", "content": sys.argv[4]}]}).encode()
 headers = {"content-type": "application/json", "x-api-key": "k",
@@ -81,5 +84,6 @@ print(json.dumps({
     "model_wrong_token": fetch(f"http://{host}:{model_port}/v1/messages", message, wrong),
     "tunnel_no_token": tunnel(model_port, None),
     "tunnel_wrong_token": tunnel(model_port, "not-the-token"),
+    "direct_others": {f"{to}:{port}": connect(int(port), to) for to, port in others},
 }))
 """
