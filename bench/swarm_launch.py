@@ -5,12 +5,13 @@ image (restart condition none, on a worker) to its first output (goal: at most 1
 Run (root, after scripts/start-docker, scripts/build-image and scripts/install-registry):
 `python bench/swarm_launch.py [--runs 3] [--quick]`.
 
-It starts the testing kit's swarm (three docker-in-docker nodes and a registry), pushes the
-clone image and pulls it on every node (untimed), drains the manager so that clones land on
-workers, then alternates: a bare service that prints one line, timed from its create to that
-line in its logs; a clone of a fresh issue on the fake GitHub, with serve (the swarm launcher)
-in this process and Claude Code in the clone against the fake model server, timed from `start`
-to the first request the model server receives (the clone then finishes before the next run).
+It starts the testing kit's swarm (three docker-in-docker nodes and a registry), or uses one
+already running (`--on`), pushes the clone image and pulls it on the workers (untimed), drains
+the manager so that clones land on workers, then alternates: a bare service that prints one
+line, timed from its create to that line in its logs; a clone of a fresh issue on the fake
+GitHub, with serve (the swarm launcher) in this process and Claude Code in the clone against
+the fake model server, timed from `start` to the first request the model server receives (the
+clone then finishes before the next run).
 The machines are noisy: the ratio of the medians is the figure to compare.
 """
 
@@ -24,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import docker
 from docker.types import RestartPolicy
@@ -65,13 +66,10 @@ def bare_service(manager: docker.DockerClient, reference: str, number: int) -> f
 
 
 def prepared(swarm: Swarm, image: str) -> str:
-    """The image by digest in the swarm's registry, pulled on every node; the manager drained."""
+    """The image by digest in the swarm's registry, pulled on the workers; the manager drained."""
     host = docker.from_env(timeout=600)
     reference = Images(host, swarm.registry).reference(image)
-    for node in swarm.nodes:
-        swarm.client(node.hostname).images.pull(reference)
-    manager = cast(Any, swarm.manager.nodes).get(swarm.manager_node.node_id)
-    manager.update({**manager.attrs["Spec"], "Availability": "drain"})
+    swarm.ready_for_clones(reference)
     return reference
 
 
@@ -120,7 +118,7 @@ def main(argv: list[str]) -> int:
         "--on",
         nargs=3,
         metavar=("MANAGER", "REGISTRY", "SHARED"),
-        help="a swarm already running (the swarm tests'), its image pulled on every node and "
+        help="a swarm already running (the swarm tests'), its image pulled on the workers and "
         "its manager drained, whose nodes all see the folder SHARED at its path",
     )
     args = parser.parse_args(argv)

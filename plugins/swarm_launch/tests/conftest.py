@@ -15,13 +15,10 @@ from shadowclone_swarm_launch.images import Images
 
 @pytest.fixture(scope="session")
 def sc_swarm_image(sc_swarm: Swarm) -> Iterator[str]:  # noqa: F811 - the fixture above
-    """The clone image by digest in the swarm's registry, on every node; the manager drained,
-    so that clones run on the workers (a test may kill one; the manager it cannot)."""
+    """The clone image by digest in the swarm's registry, on the workers; the manager
+    drained, so that clones run on the workers."""
     client = docker_client()
     clone_image(client)
     reference = Images(client, sc_swarm.registry).reference(IMAGE)
-    for node in sc_swarm.nodes:
-        sc_swarm.client(node.hostname).images.pull(reference)
-    manager = sc_swarm.manager.nodes.get(sc_swarm.manager_node.node_id)
-    manager.update({**manager.attrs["Spec"], "Availability": "drain"})
+    sc_swarm.ready_for_clones(reference)
     yield reference

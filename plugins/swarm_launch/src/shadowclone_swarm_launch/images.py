@@ -14,6 +14,17 @@ from shadowclone.plugin import PluginUnavailable, one_line
 from shadowclone_docker_launch.scope import explain, unreachable
 
 DOCKER_TIMEOUT_S = 600
+ACCEPT = {
+    "Accept": ", ".join(
+        (
+            "application/vnd.docker.distribution.manifest.v2+json",
+            "application/vnd.docker.distribution.manifest.list.v2+json",
+            "application/vnd.oci.image.manifest.v1+json",
+            "application/vnd.oci.image.index.v1+json",
+        )
+    )
+}
+"""The manifests a push makes, so the registry answers for the digest it gave."""
 
 
 class Images:
@@ -63,16 +74,37 @@ class Images:
             ) from None
         key = (str(found.id), self.registry)
         with self._pushing:
-            if key not in self._pushed:
+            known = self._pushed.get(key)
+            if known is None or not self._still_there(known):
                 self._pushed[key] = self._push(image, str(found.id))
             return self._pushed[key]
 
-    def check(self) -> tuple[str, bool, str]:
-        """Whether the registry answers this machine (the nodes reach it by the same name)."""
+    def _base_url(self) -> str:
+        """The registry's API: plain HTTP on this machine (as Docker speaks to it), else TLS."""
         assert self.registry is not None
         host = self.registry.partition("/")[0]
         plain = host.startswith(("localhost", "127.")) or host.endswith(".localhost")
-        url = f"{'http' if plain else 'https'}://{host}/v2/"
+        return f"{'http' if plain else 'https'}://{host}/v2/"
+
+    def _still_there(self, reference: str) -> bool:
+        """False only when the registry says it has no such manifest (emptied or pruned since
+        this process pushed): anything else (a login asked for, no answer) trusts the push."""
+        name, _, digest = reference.partition("@")
+        path = name.partition("/")[2]
+        request = urllib.request.Request(
+            f"{self._base_url()}{path}/manifests/{digest}", method="HEAD", headers=ACCEPT
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10):
+                return True
+        except urllib.error.HTTPError as error:
+            return error.code != 404
+        except (urllib.error.URLError, OSError):
+            return True
+
+    def check(self) -> tuple[str, bool, str]:
+        """Whether the registry answers this machine (the nodes reach it by the same name)."""
+        url = self._base_url()
         try:
             with urllib.request.urlopen(url, timeout=10):
                 pass

@@ -20,6 +20,7 @@ How the pieces reach one another:
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import ipaddress
@@ -310,6 +311,20 @@ class Swarm:
         if not digest:
             raise RuntimeError(f"pushing {reference}:{tag} gave no digest")
         return f"{reference}@{digest}"
+
+    def ready_for_clones(self, reference: str) -> None:
+        """The image pulled on the workers, side by side, and the manager drained: clones run
+        on the workers (a test may kill one; the manager it cannot), so the manager needs no
+        copy."""
+        with concurrent.futures.ThreadPoolExecutor(len(self.workers)) as pool:
+            pulls = [
+                pool.submit(self.client(node.hostname).images.pull, reference)
+                for node in self.workers
+            ]
+            for pull in pulls:
+                pull.result()
+        manager = self.manager.nodes.get(self.manager_node.node_id)
+        manager.update({**manager.attrs["Spec"], "Availability": "drain"})
 
     def close(self) -> None:
         """Close the node clients and take the host's tags `publish` made (the registry, and
