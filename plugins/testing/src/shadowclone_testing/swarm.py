@@ -314,8 +314,7 @@ class Swarm:
 
     def ready_for_clones(self, reference: str) -> None:
         """The image pulled on the workers, side by side, and the manager drained: clones run
-        on the workers (a test may kill one; the manager it cannot), so the manager needs no
-        copy."""
+        on the workers (a test may kill one; the manager it cannot)."""
         with concurrent.futures.ThreadPoolExecutor(len(self.workers)) as pool:
             pulls = [
                 pool.submit(self.client(node.hostname).images.pull, reference)
