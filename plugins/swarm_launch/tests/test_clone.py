@@ -6,13 +6,15 @@ launched once."""
 
 from __future__ import annotations
 
+import shutil
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from shadowclone.config import HOME_VARIABLE, set_value
+from shadowclone.config import HOME_VARIABLE, load_config, set_value
 from shadowclone.node.runfolder import RunFolder
 from shadowclone.node.schemas import InboxKind, State
 from shadowclone.plugin import Outcome
@@ -29,29 +31,49 @@ from shadowclone_testing.containers import (
 from shadowclone_testing.fakes.models import CallTool, Hang, Shell, Text
 from shadowclone_testing.serving import ServeProcess, serving
 from shadowclone_testing.swarm import Swarm
+from shadowclone_testing.web import free_port
 
 from shadowclone_swarm_launch.settings import SwarmSettings
 
 
-@pytest.fixture
+@pytest.fixture(params=["shared", "sent"])
 def swarm_world(
-    sc_swarm: Swarm, sc_swarm_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest,
+    sc_swarm: Swarm,
+    sc_swarm_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[World]:
     """owner/app on the fake GitHub, set up for Claude Code, and a home whose launcher is the
-    swarm's; the fakes listen where the nodes reach this machine."""
-    monkeypatch.setenv(HOME_VARIABLE, str(tmp_path / "home"))
+    swarm's; the fakes listen where the nodes reach this machine. Its run folders are shared
+    (the test's folder is at the same path on every node) or sent (the home is in a folder no
+    node sees, and serve's relay listens where the nodes reach this machine)."""
+    folders = request.param
+    root = tmp_path
+    if folders == "sent":
+        root = Path(tempfile.mkdtemp(prefix="sc-sent-", dir="/var/tmp"))
+        request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
+        root.chmod(0o755)
+    monkeypatch.setenv(HOME_VARIABLE, str(root / "home"))
     here = SwarmSettings(manager=sc_swarm.manager_url).host()
-    with a_world(docker_client(), IMAGE, here, tmp_path) as world:
+    with a_world(docker_client(), IMAGE, here, root) as world:
         for key, value in (
             ("launcher", '"swarm"'),
             ("launchers.swarm.manager", f'"{sc_swarm.manager_url}"'),
             ("launchers.swarm.registry", f'"{sc_swarm.registry}"'),
-            ("launchers.swarm.run_folders", '"shared"'),
+            ("launchers.swarm.run_folders", f'"{folders}"'),
+            ("launchers.swarm.relay_port", str(free_port())),
             ("spares", "0"),
         ):
             set_value(world.paths, key, value)
         world.use("claude")
         yield world
+
+
+def sent(world: World) -> bool:
+    """Whether the world's run folders travel (`swarm_world`'s "sent")."""
+    config, _ = load_config(world.paths)
+    return bool(config.launchers["swarm"]["run_folders"] == "sent")
 
 
 def service_of(swarm: Swarm, clone_id: str) -> Any:
@@ -104,6 +126,10 @@ def test_a_clone_on_a_worker_opens_a_pull_request_hears_a_message_and_an_answer(
     assert greeting == "hello\nhi swarm\n"
     left = sc_swarm.manager.services.list(filters={"name": f"shadowclone-{clone_id}"})
     assert left == [] and sc_swarm.manager.secrets.list(filters={"name": clone_id}) == []
+    if sent(world):  # everything came over the network; the work stayed on the worker
+        assert not (folder.path / "workspace").exists() and folder.inbox_closed_file.exists()
+        worker = sc_swarm.client(task["NodeID"])
+        assert worker.volumes.get(f"shadowclone-{clone_id}-run") is not None
 
 
 @pytest.mark.timeout(900)

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import pytest
 from shadowclone.plugin import Launcher, LaunchSpec, LaunchState, NetworkMode
+from shadowclone.relay.server import RelayThread
 from shadowclone_testing.containers import IMAGE
 from shadowclone_testing.fakes.github import FakeGitHub
 from shadowclone_testing.fakes.models import FakeModelServer
@@ -27,6 +28,7 @@ from shadowclone_testing.suites.launcher import (
     write_script,
 )
 from shadowclone_testing.swarm import DAEMON_PORT, SWARM_PORT, Swarm, wait_until
+from shadowclone_testing.web import free_port
 
 from shadowclone_swarm_launch.launcher import SwarmLauncher
 from shadowclone_swarm_launch.settings import SwarmSettings
@@ -226,3 +228,69 @@ def test_a_network_off_clone_reaches_its_model_through_its_proxy_and_nothing_els
     assert len(model.model_requests()) == 2, "only the two requests with the token arrived"
     reached = {to: how for to, how in seen["direct_others"].items() if not how.startswith("failed")}
     assert len(seen["direct_others"]) == len(others) and reached == {}, seen["direct_others"]
+
+
+RELAY_PROBE = r"""
+import json, os, urllib.error, urllib.request
+url = os.environ["SHADOWCLONE_RELAY"] + "/v1/clones/" + os.environ["SHADOWCLONE_CLONE_ID"]
+seen = {}
+for way, proxy in (("proxy", os.environ.get("SHADOWCLONE_EGRESS_PROXY")), ("direct", None)):
+    request = urllib.request.Request(url + "/request.json", headers={  # a proxy changes it
+        "authorization": "Bearer " + os.environ["SHADOWCLONE_RELAY_CREDENTIAL"]})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler(
+        {"http": proxy} if proxy else {}))
+    try:
+        with opener.open(request, timeout=10) as answer:
+            seen[way] = [answer.status, answer.read().decode()]
+    except urllib.error.HTTPError as error:
+        seen[way] = [error.code, ""]
+    except OSError as error:
+        seen[way] = [None, str(error)]
+print(json.dumps(seen))
+"""
+
+
+def test_a_network_off_clone_with_a_sent_run_folder_reaches_serves_relay_by_its_proxy(
+    sc_swarm: Swarm, sc_swarm_image: str, tmp_path: Path
+) -> None:
+    """Its run folder on its node, its way to serve's relay the egress proxy's (which lets the
+    relay's address through with the clone's token), never direct."""
+    here = SwarmSettings(manager=sc_swarm.manager_url).host()
+    clones = tmp_path / "clones"
+    clone_id = "261206-000000-sent"
+    (clones / clone_id).mkdir(parents=True)
+    (clones / clone_id / "request.json").write_text('{"sent": true}\n')
+    relay = RelayThread(clones, here, free_port())
+    relay.start()
+    settings = SwarmSettings(
+        manager=sc_swarm.manager_url,
+        registry=sc_swarm.registry,
+        run_folders="sent",
+        relay_port=relay.port,
+    )
+    launcher = SwarmLauncher(clones, IMAGE, settings=settings)
+    launcher.command_for = lambda _spec: ["python3", "-c", RELAY_PROBE]
+    spec = LaunchSpec(
+        clone_id=clone_id,
+        run_folder=clones / clone_id,
+        secrets_file=tmp_path / "none.toml",
+        image=IMAGE,
+        network=NetworkMode.MODEL_ONLY,
+        model_host=f"{here}:9",
+        relay=relay.access(clone_id),
+    )
+    try:
+        launcher.launch(spec)
+        try:
+            status = TestSwarmLauncher().exited(launcher, clone_id)
+            assert status.exit_code == 0, status.output_tail
+            seen = json.loads(status.output_tail.splitlines()[-1])
+        finally:
+            launcher.remove(clone_id)
+    finally:
+        relay.stop()
+    assert seen["proxy"] == [200, '{"sent": true}\n'], seen
+    assert seen["direct"][0] is None, "no way to serve but the proxy"
+    assert (clones / clone_id / ".swarm-node").read_text().strip() in {
+        node.node_id for node in sc_swarm.workers
+    }, "its later phases go to its node"

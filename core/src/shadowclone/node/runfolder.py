@@ -105,6 +105,12 @@ class RunFolder:
     def stop_file(self) -> Path:
         return self.path / "stop.json"
 
+    @property
+    def inbox_closed_file(self) -> Path:
+        """serve's note that a clone whose run folder travels closed its inbox (written under
+        the inbox lock, as `send` checks it); a clone on this machine says so in its progress."""
+        return self.path / "inbox-closed.json"
+
     @contextlib.contextmanager
     def stop_lock(self, timeout: float) -> Iterator[None]:
         """The exclusion between a stop and a launch: `stop` writes the stop marker under it,

@@ -50,7 +50,8 @@ class Talking:
             progress, _, _ = folder.progress()
             if any(p.final for p in progress):
                 raise Refused(f"clone {folder.id} has finished; it takes no more messages")
-            if any(p.step is Step.SAVE and p.text == INBOX_CLOSED for p in progress):
+            closed = folder.inbox_closed_file.exists()
+            if closed or any(p.step is Step.SAVE and p.text == INBOX_CLOSED for p in progress):
                 raise Refused(
                     f"clone {folder.id} is saving its work; it takes no more messages "
                     "(start a new clone for more work)"

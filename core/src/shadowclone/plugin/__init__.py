@@ -16,6 +16,7 @@ from shadowclone.plugin.launcher_parts import (
     DescribedLauncher,
     PhasedLauncher,
     PreparingLauncher,
+    RelayingLauncher,
     SpareLauncher,
 )
 from shadowclone.plugin.spec import PROJECT
@@ -44,6 +45,7 @@ from shadowclone.plugin.types import (
     NotifierRegistration,
     NotifyEvent,
     Outcome,
+    RelayAccess,
     ReviewContext,
     ReviewResult,
     ReviewStage,
@@ -195,6 +197,8 @@ __all__ = [
     "Provided",
     "Refused",
     "Registry",
+    "RelayAccess",
+    "RelayingLauncher",
     "RepositorySetup",
     "ReviewContext",
     "ReviewResult",

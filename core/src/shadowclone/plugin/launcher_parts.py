@@ -23,6 +23,17 @@ class PreparingLauncher(Protocol):
 
 
 @runtime_checkable
+class RelayingLauncher(Protocol):
+    """A launcher whose clones' machines share no folder with the owner's (optional): serve
+    runs its relay (docs/scale-out.md) on `host_address()` at `relay_port()`, and each spec
+    carries the clone's `RelayAccess`, which the launcher hands the run program."""
+
+    def relay_port(self) -> int | None:
+        """The port serve's relay listens on; None: this launcher's run folders are shared."""
+        ...
+
+
+@runtime_checkable
 class DescribedLauncher(Protocol):
     """A launcher with more to show than ready or not (optional: `shadowclone status` shows
     its lines under the launcher's): the machines of a swarm, each with its clones."""

@@ -256,6 +256,15 @@ class EngineRegistration:
 
 
 @attrs.frozen
+class RelayAccess:
+    """Where a clone reaches serve's relay, and its credential there (never the engine's)."""
+
+    url: str
+    """`http://HOST:PORT`, at the launcher's `host_address()`."""
+    credential: str
+
+
+@attrs.frozen
 class LaunchSpec:
     """One clone to launch: what folders it sees and what it may reach."""
 
@@ -291,6 +300,10 @@ class LaunchSpec:
     the same path in every launch of the clone (its workspace borrows the mirror's objects).
     The run program keeps it; the engine's user may read it, never write it. None: every
     clone clones from GitHub."""
+    relay: RelayAccess | None = None
+    """Given to a `RelayingLauncher` only: the run folder is not shared with the clone's
+    machine, which keeps its own and gives the run program these (`contract.RELAY_VARIABLE`,
+    `contract.RELAY_CREDENTIAL_VARIABLE`); `run_folder` is then serve's copy, never mounted."""
 
 
 class LaunchState(enum.StrEnum):

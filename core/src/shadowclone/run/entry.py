@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from shadowclone import contract
+from shadowclone.errors import ShadowcloneError
 from shadowclone.run.headstart import HeadStart
 
 USAGE = f"""\
@@ -51,6 +52,15 @@ def main_exit() -> NoReturn:
         code, text = refused
         (sys.stdout if code == 0 else sys.stderr).write(text)
         raise SystemExit(code)
+    if os.environ.get(contract.RELAY_VARIABLE):  # the run folder travels: fetch it first
+        from shadowclone.run.relay import begin
+
+        folder = Path(os.environ.get(contract.RUN_FOLDER_VARIABLE) or contract.CONTAINER_RUN_FOLDER)
+        try:
+            begin(os.environ, folder)
+        except ShadowcloneError as error:
+            sys.stderr.write(f"shadowclone-run: {error}\n")
+            raise SystemExit(2) from None
     head = HeadStart.begin(os.environ)
     from shadowclone.run.launching import main_exit as run_program
 

@@ -25,6 +25,7 @@ from shadowclone.run.headstart import HeadStart
 from shadowclone.run.identity import SHARED_UMASK, engine_identity
 from shadowclone.run.program import CLONE_MARKER, run_clone
 from shadowclone.run.progress import ProgressWriter
+from shadowclone.run.relay import RelayLink, relayed
 
 log = logging.getLogger("shadowclone.run.program")
 """The run program's own log, under one name."""
@@ -36,6 +37,7 @@ DEFAULT_RUN_FOLDER = Path(contract.CONTAINER_RUN_FOLDER)
 DEFAULT_SECRETS_FILE = Path(contract.CONTAINER_SECRETS_FILE)
 EGRESS_VARIABLE = contract.EGRESS_VARIABLE
 LOGIN_STATE_VARIABLE = contract.LOGIN_STATE_VARIABLE
+RELAY_VARIABLE = contract.RELAY_VARIABLE
 
 
 def scrub_environment(environ: MutableMapping[str, str]) -> None:
@@ -71,11 +73,14 @@ def _main(head_start: HeadStart | None) -> int:
     workspace = os.environ.get(WORKSPACE_VARIABLE)
     egress_proxy = os.environ.get(EGRESS_VARIABLE) or None
     login_state = os.environ.get(LOGIN_STATE_VARIABLE)
+    link = RelayLink.from_environ(os.environ) if os.environ.get(RELAY_VARIABLE) else None
     try:
         identity = engine_identity()
     except ShadowcloneError as error:
         ProgressWriter(folder, redact_tokens).final(Outcome.FAILED, None, str(error))
         print(f"shadowclone-run: {error}", file=sys.stderr)
+        if link is not None:
+            asyncio.run(relayed(link, folder.path, _nothing()))
         return 2
     scrub_environment(os.environ)
     if identity.isolated:
@@ -85,20 +90,29 @@ def _main(head_start: HeadStart | None) -> int:
     log.info("%s", identity.describe())
     try:
         return asyncio.run(
-            run_clone(
-                folder,
-                secrets_file,
-                Path(workspace) if workspace else None,
-                identity=identity,
-                egress_proxy=egress_proxy,
-                login_state=Path(login_state) if login_state else None,
-                own_output_redacted=True,
-                head_start=head_start,
+            relayed(
+                link,
+                folder.path,
+                run_clone(
+                    folder,
+                    secrets_file,
+                    Path(workspace) if workspace else None,
+                    identity=identity,
+                    egress_proxy=egress_proxy,
+                    login_state=Path(login_state) if login_state else None,
+                    own_output_redacted=True,
+                    head_start=head_start,
+                    relay=link,
+                ),
             )
         )
     except ShadowcloneError as error:
         print(f"shadowclone-run: {error}", file=sys.stderr)
         return 2
+
+
+async def _nothing() -> int:
+    return 2
 
 
 def main_exit(head_start: HeadStart | None = None) -> NoReturn:

@@ -44,6 +44,7 @@ from shadowclone.run.inbox import set_on_stop
 from shadowclone.run.lifecycle import LifecycleCommands
 from shadowclone.run.plan import Mode
 from shadowclone.run.progress import AskRelay, ProgressWriter
+from shadowclone.run.relay import RelayLink
 from shadowclone.run.review.findings import FindingsTool
 from shadowclone.run.reviewing import Reviewing
 from shadowclone.run.saving import Finished, Saving
@@ -76,6 +77,7 @@ class CloneRun:
         egress_proxy: str | None = None,
         login_state: Path | None = None,
         head_start: HeadStart | None = None,
+        relay: RelayLink | None = None,
     ) -> None:
         identity = identity or EngineIdentity()
         watch = CredentialWatch(secrets.redactor, identity)
@@ -145,6 +147,8 @@ class CloneRun:
         self.working = Working(
             basics, known, self.access, caps, limits, self.tasks, self.early, sessions, reviewing
         )
+        if relay is not None:  # serve decides the inbox's close, on its copy
+            self.working.messages.remote_close = relay.close_inbox
         self.handoffs = Handoffs(
             basics,
             known,
@@ -291,6 +295,7 @@ async def run_clone(
     login_state: Path | None = None,
     own_output_redacted: bool = False,
     head_start: HeadStart | None = None,
+    relay: RelayLink | None = None,
 ) -> int:
     """Run the clone of `folder` to its end; returns the exit code. `own_output_redacted`:
     this process's output is redacted from the moment the secrets are read (the program's
@@ -316,6 +321,7 @@ async def run_clone(
         egress_proxy,
         login_state,
         head_start,
+        relay,
     )
 
 
@@ -329,6 +335,7 @@ async def _run_clone(
     egress_proxy: str | None,
     login_state: Path | None,
     head_start: HeadStart | None = None,
+    relay: RelayLink | None = None,
 ) -> int:
     if request.mode is RunMode.CHECK:
         from shadowclone.run.check import run_check
@@ -346,5 +353,6 @@ async def _run_clone(
         egress_proxy=egress_proxy,
         login_state=login_state,
         head_start=head_start,
+        relay=relay,
     )
     return await run.run()

@@ -56,6 +56,9 @@ class Messages:
         self.taken: tuple[str, ...] = ()
         """Messages the sessions so far took, this launch's and earlier ones' (a usage limit
         ended them): taken all the same."""
+        self.remote_close: Callable[[frozenset[str], bool], bool] | None = None
+        """Where the run folder travels (run/relay.py): serve decides the close, under its
+        inbox lock, on its copy of the inbox."""
         self.closed = False
 
     def take(self, taken: tuple[str, ...]) -> tuple[str, ...]:
@@ -70,6 +73,12 @@ class Messages:
         if self.closed:
             return True
         taken |= frozenset(self.taken)
+        if self.remote_close is not None:
+            if not self.remote_close(taken, force or self.stop.is_set()):
+                return False
+            self.progress.note(Step.SAVE, INBOX_CLOSED)
+            self.closed = True
+            return True
         with files.lock_for(self.folder.inbox_file):
             inbox, _, _ = self.folder.inbox()
             waiting = [

@@ -13,13 +13,10 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import datetime
-from urllib.parse import urlparse
 
 import attrs
 
 from shadowclone import files
-from shadowclone.environment.declared import cache_volumes
-from shadowclone.environment.recipe import recipe_for
 from shadowclone.errors import MalformedFile
 from shadowclone.node.runfolder import FolderRemoved, RunFolder
 from shadowclone.node.schemas import Handoff, ProgressKind, ProgressLine, Record, State, Step
@@ -32,21 +29,23 @@ from shadowclone.plugin.types import (
     LaunchSpec,
     NetworkMode,
 )
+from shadowclone.relay.server import RelayFor
 from shadowclone.serve import records, sessions
 from shadowclone.serve.clones import Clone, Current, Forgets, ServeSettings, Writes
 from shadowclone.serve.spares import Spares
+from shadowclone.serve.specs import launch_spec
 from shadowclone.serve.stopping import Stopper
 
 log = logging.getLogger(__name__)
+
+LABEL_CLONE = contract.LABEL_CLONE
+LABEL_TARGET = contract.LABEL_TARGET
 
 MAX_HANDOFFS = 4
 """A clone is launched again for its next phase at most this often (a review takes two)."""
 
 RECENT_CLONES = 50
 """How far back a starting serve looks for the kinds of clones to keep spares for."""
-
-LABEL_CLONE = contract.LABEL_CLONE
-LABEL_TARGET = contract.LABEL_TARGET
 
 
 @attrs.frozen
@@ -77,8 +76,11 @@ class Launches:
         stopper: Stopper,
         helpers: LaunchHelpers,
         clock: Callable[[], datetime],
+        relay: RelayFor | None = None,
     ) -> None:
         self.current = current
+        self.relay = relay
+        """Each clone's access to serve's relay, for a `RelayingLauncher`."""
         self.launcher = launcher
         self.settings = settings
         self.spares = spares
@@ -198,43 +200,7 @@ class Launches:
         self.helpers.launch(clone)
 
     def spec(self, clone: Clone, network: NetworkMode = NetworkMode.OPEN) -> LaunchSpec:
-        config, paths = self.current.config, self.current.paths
-        request = clone.request
-        model_host = request.model_host
-        if model_host is None and request.base_url:
-            model_host = urlparse(request.base_url).netloc or None
-        login_state = None
-        if request.token_url:
-            login_state = paths.login_state(request.login)
-            login_state.mkdir(mode=0o700, parents=True, exist_ok=True)
-        repo_cache = paths.repo_cache(request.target.repo_full_name)
-        files.make_folder(repo_cache)
-        files.check_plain_folder(repo_cache)  # a link is never followed, nor its target chmod-ed
-        repo_cache.chmod(0o755)  # the engine's user reads the mirror in it, writes nothing
-        environment = None
-        if request.environment is not None and clone.record.image is None:
-            environment = recipe_for(config, paths, request.target.repo_full_name)
-        return LaunchSpec(
-            clone_id=clone.id,
-            run_folder=clone.folder.path,
-            secrets_file=paths.secrets_file,
-            image=clone.record.image or request.image,
-            environment=environment,
-            network=network,
-            model_host=model_host,
-            auth_host=urlparse(request.token_url).netloc or None if request.token_url else None,
-            login_state=login_state,
-            repo_cache=repo_cache,
-            labels={LABEL_CLONE: clone.id, LABEL_TARGET: request.target.key},
-            env={contract.CLONE_ID_VARIABLE: clone.id},
-            cpus=config.limits.cpus,
-            memory=config.limits.memory,
-            # A network-off phase works for a stranger: nothing it writes may reach the
-            # owner's next clones.
-            caches=cache_volumes(request.target.repo_full_name, request.caches)
-            if network is NetworkMode.OPEN
-            else {},
-        )
+        return launch_spec(self.current, clone, network, self.relay)
 
     # ------------------------------------------------------------------ endings
 

@@ -43,6 +43,7 @@ from shadowclone.plugin.types import (
     LaunchState,
     NetworkMode,
 )
+from shadowclone.relay.server import RelayFor, start_relay
 from shadowclone.serve import scheduled
 from shadowclone.serve.clones import Clone, Current, ServeSettings
 from shadowclone.serve.delivering import deliver
@@ -91,8 +92,11 @@ class Server:
         registry: Registry | None = None,
         follower: ConfigFollower | None = None,
         on_config: Callable[[Config, Paths], None] | None = None,
+        relay: RelayFor | None = None,
     ) -> None:
         self.current = Current(config, paths)
+        self.relay = relay
+        """Each clone's access to serve's relay (`RelayingLauncher`); None without one."""
         self.launcher = launcher
         self.settings = settings
         self.clock = clock
@@ -359,6 +363,7 @@ def serve_clones(
         if config.notify.use:
             registry = registry or load_registry(config.plugins.disabled)
             dispatcher = make_dispatcher(config, paths, registry, settings.notify_backoff_s)
+        relay = start_relay(launcher, paths.clones_dir)
         dashboard = ServedDashboard()
         dashboard.follow(config, paths)
         server = Server(
@@ -370,10 +375,13 @@ def serve_clones(
             registry=registry,
             follower=follower,
             on_config=dashboard.follow_later,
+            relay=relay.access if relay is not None else None,
         )
         try:
             server.run(stop_event, ready)
         finally:
+            if relay is not None:
+                relay.stop()
             follower.withdraw()
             if server.parts.recorder.dispatcher is not None:
                 server.parts.recorder.dispatcher.close()

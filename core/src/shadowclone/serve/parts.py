@@ -85,6 +85,7 @@ def build_parts(server: Server, dispatcher: Dispatcher | None, registry: Registr
             launch=server.launch,
         ),
         clock=clock,
+        relay=server.relay,
     )
     recovery = Recovery(
         current,

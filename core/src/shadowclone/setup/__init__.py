@@ -24,6 +24,7 @@ from shadowclone.environment import devcontainer
 from shadowclone.environment.declared import Environment, declared
 from shadowclone.environment.recipe import recipe_for
 from shadowclone.errors import BadInput, PluginUnavailable, ShadowcloneError
+from shadowclone.node import sending
 from shadowclone.node.admission import Login, login_refuses
 from shadowclone.node.checks import ENVIRONMENT_FOLDER, CheckReport
 from shadowclone.node.engines import (
@@ -59,10 +60,11 @@ from shadowclone.plugin.types import (
     LaunchState,
     SecretProviderRegistration,
 )
+from shadowclone.relay.server import RelayFor, relay_for_checks
 from shadowclone.setup.secrets_file import create_template, privacy_problems
 
 CHECK_TIMEOUT_S = 300.0
-CHECKS_FOLDER = "setup-checks"
+CHECKS_FOLDER = sending.CHECKS_FOLDER
 LABEL_CLONE = contract.LABEL_CLONE
 LABEL_PURPOSE = "shadowclone.purpose"
 
@@ -440,6 +442,18 @@ def run_check_clone(
     """Launch the check clone and wait for its report, handing on each progress line as it
     comes; its folder is removed afterwards. A clone that cannot start (no image, no Docker)
     is a problem of the report, with the launcher's words on how to fix it."""
+    with relay_for_checks(launcher, paths.clones_dir) as relay:
+        return _run_check(paths, launcher, request, timeout_s, on_progress, relay)
+
+
+def _run_check(
+    paths: Paths,
+    launcher: Launcher,
+    request: Request,
+    timeout_s: float,
+    on_progress: Callable[[ProgressLine], None] | None,
+    relay: RelayFor | None,
+) -> CheckReport:
     clone_id = new_clone_id(now())
     folder = RunFolder(paths.clones_dir / CHECKS_FOLDER / clone_id)
     folder.path.mkdir(parents=True)
@@ -451,6 +465,7 @@ def run_check_clone(
         image=request.image,
         labels={LABEL_CLONE: clone_id, LABEL_PURPOSE: "setup-check"},
         env={contract.CLONE_ID_VARIABLE: clone_id},
+        relay=relay(clone_id) if relay is not None else None,
     )
     offset = 0
 

@@ -45,10 +45,15 @@ def internal_network(clone_id: str) -> str:
 
 
 def shut_off(
-    client: docker.DockerClient, spec: LaunchSpec, image: str, scope: str
+    client: docker.DockerClient,
+    spec: LaunchSpec,
+    image: str,
+    scope: str,
+    also: tuple[str, ...] = (),
 ) -> tuple[list[str], dict[str, str]]:
     """Start the clone's internal network and egress proxy; the networks of the clone's
-    service, and the variables that tell its run program the way out."""
+    service, and the variables that tell its run program the way out. `also`: host:port
+    the run program reaches besides the model (serve's relay), through the proxy too."""
     assert spec.model_host, "`launch` refuses a network-off clone with no model host"
     remove(client, spec.clone_id, scope)  # leftovers of a launch that died
     labels = {LABEL_SCOPE: scope, LABEL_PROXY_OF: spec.clone_id}
@@ -66,6 +71,7 @@ def shut_off(
             args=[
                 *("--allow", spec.model_host),
                 *(("--allow", spec.auth_host) if spec.auth_host else ()),
+                *(part for address in also for part in ("--allow", address)),
                 *("--listen", f"0.0.0.0:{PROXY_PORT}"),
             ],
             env=[f"{proxy.TOKEN_VARIABLE}={token}"],

@@ -59,7 +59,7 @@ from shadowclone_docker_launch.names import (
 from shadowclone_docker_launch.recipe import CommandFor, Recipe
 from shadowclone_docker_launch.scope import explain, unreachable
 
-from shadowclone_swarm_launch import egress, nodes
+from shadowclone_swarm_launch import egress, nodes, sent
 from shadowclone_swarm_launch.images import Images
 from shadowclone_swarm_launch.secrets import Secrets
 from shadowclone_swarm_launch.settings import SwarmSettings
@@ -155,12 +155,19 @@ class SwarmLauncher:
             )
         if self._service(spec.clone_id) is not None:
             raise Refused(f"clone {spec.clone_id} already has a service")
+        relayed = self.relay_port() is not None
+        if relayed:
+            if spec.relay is None:
+                raise Refused(f"clone {spec.clone_id} has no access to serve's relay")
+            spec = sent.checked(spec)
         image = self._images.reference(spec.image)
         networks: list[str] = []
         way_out: dict[str, str] = {"host.docker.internal": self.host_address()}
-        environment: dict[str, str] = {}
+        environment: dict[str, str] = sent.environment(spec) if relayed else {}
         if spec.network is not NetworkMode.OPEN:  # its proxy's internal network, only
-            networks, environment = egress.shut_off(self.client, spec, image, self.scope)
+            also = (sent.relay_address(spec),) if relayed else ()
+            networks, out = egress.shut_off(self.client, spec, image, self.scope, also)
+            environment.update(out)
             way_out = {}
         recipe = Recipe(self.owner, self.command_for)
         labels = {**spec.labels, LABEL_CLONE: spec.clone_id, LABEL_SCOPE: self.scope}
@@ -172,6 +179,7 @@ class SwarmLauncher:
                 SecretReference(str(secret.id), secret.name, SECRETS_FILE, uid, gid, mode=0o400)
             )
         environment = {**recipe.environment(spec), **environment}
+        mounts = service_mounts(self.owner, spec)
         memory = int(docker.utils.parse_bytes(spec.memory)) if spec.memory else None
         cpus = int(spec.cpus * 1e9) if spec.cpus else None
         try:
@@ -190,7 +198,12 @@ class SwarmLauncher:
                 env=[f"{name}={value}" for name, value in environment.items()],
                 user="0:0",
                 container_labels=labels,
-                mounts=service_mounts(self.owner, spec),
+                mounts=sent.mounts(mounts, spec, labels) if relayed else mounts,
+                **(
+                    {"constraints": sent.constraints(spec)}
+                    if relayed and sent.node_of(spec)
+                    else {}
+                ),
                 secrets=secrets,
                 init=True,
                 cap_add=list(CAPABILITIES),
@@ -245,6 +258,8 @@ class SwarmLauncher:
         check_id(clone_id)
         service = self._service(clone_id)
         if service is not None:
+            if self.relay_port() is not None:  # its later phases go where its folder is
+                sent.note_node(self.clones_dir / clone_id, service)
             with contextlib.suppress(docker.errors.NotFound):  # removed meanwhile
                 cast(Any, service).remove()
         self._secrets.remove(clone_id)
@@ -274,6 +289,10 @@ class SwarmLauncher:
 
     def host_address(self) -> str:
         return self.settings.host()
+
+    def relay_port(self) -> int | None:
+        """With run folders sent (`RelayingLauncher`): where serve's relay listens."""
+        return self.settings.relay_port if self.settings.run_folders == "sent" else None
 
     # ------------------------------------------------------------------ beyond the protocol
 

@@ -71,7 +71,7 @@ def check(client: docker.DockerClient, settings: SwarmSettings, clones_dir: Path
         )
     if settings.run_folders is None:
         raise PluginUnavailable(
-            "the swarm's nodes need the clones folder: mount it at the same path on every "
-            f"node ({clones_dir}, NFS or the like), then set [launchers.swarm] "
-            'run_folders = "shared"'
+            "say how the swarm's nodes reach the clones' run folders: [launchers.swarm] "
+            'run_folders = "sent" (over the network, to serve at host_address), or "shared" '
+            f"(the clones folder {clones_dir} mounted at the same path on every node)"
         )

@@ -12,9 +12,10 @@ from urllib.parse import urlparse
 import attrs
 from shadowclone.plugin import BadInput
 
-RUN_FOLDERS = ("shared",)
+RUN_FOLDERS = ("shared", "sent")
 """How clones reach their run folders: "shared", the clones folder at the same path on every
-node (NFS, or one machine)."""
+node (NFS, or one machine); "sent", a volume of the clone's node kept in step with serve's copy
+over the network (sent.py)."""
 
 
 @attrs.frozen
@@ -32,6 +33,8 @@ class SwarmSettings:
     host_address: str | None = None
     """The address at which the nodes reach this machine; None: the one this machine reaches
     the manager from."""
+    relay_port: int = 7475
+    """With run_folders "sent": where serve's relay listens, at `host()`."""
 
     def host(self) -> str:
         """Where the nodes reach this machine: `host_address`, or the address this machine
@@ -60,6 +63,9 @@ class SwarmSettings:
         lost = options.get("node_lost_s", attrs.fields(cls).node_lost_s.default)
         if isinstance(lost, bool) or not isinstance(lost, int | float) or not 5 <= lost <= 86400:
             raise BadInput("launchers.swarm.node_lost_s: expected seconds, from 5 to 86400")
+        port = options.get("relay_port", attrs.fields(cls).relay_port.default)
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise BadInput("launchers.swarm.relay_port: expected a port, from 1 to 65535")
         folders = options.get("run_folders")
         if folders is not None and folders not in RUN_FOLDERS:
             raise BadInput(f"launchers.swarm.run_folders: expected one of {', '.join(RUN_FOLDERS)}")
@@ -69,4 +75,5 @@ class SwarmSettings:
             node_lost_s=float(lost),
             run_folders=folders,
             host_address=options.get("host_address"),
+            relay_port=port,
         )
