@@ -78,6 +78,8 @@ def test_the_secrets_never_show_in_the_services_definition(
         assert SECRET not in json.dumps(service.attrs)
         assert contract.exited(launcher, spec.clone_id).exit_code == 0
         assert SECRET not in launcher.status(spec.clone_id).output_tail
+        written = [p for p in spec.run_folder.rglob("*") if p.is_file()]
+        assert written and not [p for p in written if SECRET.encode() in p.read_bytes()]
     finally:
         launcher.remove(spec.clone_id)
     assert launcher.traces(spec.clone_id) == []
@@ -163,7 +165,7 @@ def test_swarm_check_says_what_the_swarm_offers(
     done = CliRunner().invoke(swarm, ["check"])
     lines = done.output.splitlines()
     assert done.exit_code == 1, done.output  # no run_folders said yet, the manager drained
-    assert lines[0].startswith("NO   manager") and 'run_folders = "shared"' in lines[0]
+    assert lines[0].startswith("NO   manager") and 'run_folders = "sent"' in lines[0]
     set_value(paths, "launchers.swarm.run_folders", "shared")
     done = CliRunner().invoke(swarm, ["check"])
     lines = done.output.splitlines()

@@ -8,12 +8,14 @@ import datetime
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from shadowclone.plugin import BadInput, LaunchSpec, NetworkMode, Refused
+from shadowclone.plugin import BadInput, LaunchSpec, NetworkMode, Refused, RelayingLauncher
 
 from shadowclone_swarm_launch.launcher import SwarmLauncher
+from shadowclone_swarm_launch.sent import checked
 from shadowclone_swarm_launch.settings import SwarmSettings
 from shadowclone_swarm_launch.tasks import rfc3339
 
@@ -43,7 +45,10 @@ def test_a_full_table_is_read() -> None:
         ({"registry": 5}, "launchers.swarm.registry: expected a non-empty string"),
         ({"node_lost_s": 1}, "launchers.swarm.node_lost_s: expected seconds, from 5 to 86400"),
         ({"node_lost_s": True}, "launchers.swarm.node_lost_s: expected seconds, from 5 to 86400"),
-        ({"run_folders": "nfs"}, "launchers.swarm.run_folders: expected one of shared"),
+        ({"run_folders": "nfs"}, "launchers.swarm.run_folders: expected one of shared, sent"),
+        ({"relay_port": 0}, "launchers.swarm.relay_port: expected a port, from 1 to 65535"),
+        ({"relay_port": "7475"}, "launchers.swarm.relay_port: expected a port, from 1 to 65535"),
+        ({"relay_port": True}, "launchers.swarm.relay_port: expected a port, from 1 to 65535"),
     ],
 )
 def test_what_cannot_be_used_is_refused_in_one_line(options: dict[str, Any], said: str) -> None:
@@ -58,7 +63,15 @@ values = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_s
 @given(
     st.dictionaries(
         st.sampled_from(
-            ["manager", "registry", "node_lost_s", "run_folders", "host_address", "other"]
+            [
+                "manager",
+                "registry",
+                "node_lost_s",
+                "run_folders",
+                "host_address",
+                "relay_port",
+                "other",
+            ]
         )
         | st.text(max_size=6),
         values,
@@ -117,3 +130,32 @@ def test_anything_else_is_no_time(text: str, junk: str) -> None:
         assert rfc3339(text) is None
     assert rfc3339("2026-12-06T23:40:01.5Z" + junk) is None
     assert rfc3339(junk + "2026-12-06T23:40:01Z") is None
+
+
+@pytest.mark.parametrize(("folders", "port"), [("sent", 7475), ("shared", None), (None, None)])
+def test_serve_runs_its_relay_only_for_run_folders_sent(
+    tmp_path: Path, folders: str | None, port: int | None
+) -> None:
+    settings = SwarmSettings(manager="tcp://127.0.0.1:9", run_folders=folders)
+    launcher = SwarmLauncher(tmp_path / "clones", "image", settings=settings)
+    assert isinstance(launcher, RelayingLauncher) and launcher.relay_port() == port
+
+
+def test_a_sent_clone_without_its_relay_or_with_a_renewing_login_is_refused(
+    tmp_path: Path,
+) -> None:
+    """serve gives a relaying launcher's specs their relay: one without cannot reach serve; a
+    login whose tokens live in a folder of the owner's machine cannot run on another."""
+    settings = SwarmSettings(manager="tcp://127.0.0.1:9", run_folders="sent")
+    launcher = SwarmLauncher(tmp_path / "clones", "image", settings=settings)
+    spec = LaunchSpec(
+        clone_id="261206-000000-abcd",
+        run_folder=tmp_path / "clones" / "261206-000000-abcd",
+        secrets_file=tmp_path / "secrets.toml",
+        image="image",
+    )
+    with pytest.raises(Refused, match="no access to serve's relay"):
+        launcher.launch(attrs.evolve(spec, relay=None))
+    with pytest.raises(Refused, match='run_folders = "shared"'):
+        checked(attrs.evolve(spec, login_state=tmp_path / "login"))
+    assert checked(attrs.evolve(spec, repo_cache=tmp_path / "repos")).repo_cache is None

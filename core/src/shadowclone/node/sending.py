@@ -1,13 +1,15 @@
 """A run folder sent over the network: which of its files travel which way, and how.
 
 When a clone runs on another machine with no folder shared with the owner's (a swarm worker),
-its run folder lives there and serve keeps its own copy; `serve/relay.py` answers, and
+its run folder lives there and serve keeps its own copy; `relay/server.py` answers, and
 `run/relay.py` in the clone asks. Each file has one writer, so each travels one way only:
 
 - up, what the clone writes: the progress lines by byte offset (a resend of bytes serve has is
-  harmless, a gap is refused with serve's size), the documents serve reads whole as documents;
+  harmless, a gap is refused with serve's size; the lines serve writes of a clone's preparation
+  come before its first launch, which takes them over), the documents serve reads whole, and
+  folders as tars;
 - down, what the owner's side writes: the inbox and the deliveries by offset, the request and
-  the markers as documents.
+  the markers as documents, an earlier clone's session as a tar.
 
 Every request carries the clone's credential, an HMAC of its id under a key only serve's
 machine holds, so one clone's relay cannot read or write another's folder.

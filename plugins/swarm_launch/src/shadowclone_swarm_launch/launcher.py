@@ -153,13 +153,13 @@ class SwarmLauncher:
             raise Refused(
                 f"clone {spec.clone_id} is network-off and its spec names no model host to reach"
             )
-        if self._service(spec.clone_id) is not None:
-            raise Refused(f"clone {spec.clone_id} already has a service")
         relayed = self.relay_port() is not None
         if relayed:
             if spec.relay is None:
                 raise Refused(f"clone {spec.clone_id} has no access to serve's relay")
             spec = sent.checked(spec)
+        if self._service(spec.clone_id) is not None:
+            raise Refused(f"clone {spec.clone_id} already has a service")
         image = self._images.reference(spec.image)
         networks: list[str] = []
         way_out: dict[str, str] = {"host.docker.internal": self.host_address()}
