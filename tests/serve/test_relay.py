@@ -416,3 +416,17 @@ def test_setups_check_clones_reach_serves_relay_or_one_of_their_own(host: Path) 
         serves.stop()
     with relay_for_checks(cast(Launcher, object()), host) as none:
         assert none is None
+
+
+def test_a_folder_that_cannot_go_does_not_hold_up_the_progress(
+    host: Path, served: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sending, "MAX_TREE_BYTES", 10)
+    clone = tmp_path / "clone"
+    (clone / "session").mkdir(parents=True)
+    (clone / "session" / "big.jsonl").write_text("x" * 5000)
+    (clone / "progress.jsonl").write_bytes(b'{"final": true}\n')
+    with pytest.raises(RelayError, match="more than 10 bytes"):
+        synced(relay_for(served, host, clone))
+    assert (host / CLONE / "progress.jsonl").read_bytes() == b'{"final": true}\n'
+    assert not (host / CLONE / "session").exists()

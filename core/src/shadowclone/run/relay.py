@@ -148,9 +148,17 @@ class Relay:
         await self._client.aclose()
 
     async def sync(self) -> None:
-        """Every file once, up and down."""
+        """Every file once, up and down; a file that fails does not hold up the others (a
+        session too large to send must not keep the progress from serve), and the first
+        failure is raised once all were tried."""
+        failed: Exception | None = None
         for sent in sending.SENT:
-            await self._one(sent)
+            try:
+                await self._one(sent)
+            except (httpx2.HTTPError, RelayError, OSError) as error:
+                failed = failed or error
+        if failed is not None:
+            raise failed
 
     async def run(self, stop: asyncio.Event, interval_s: float = 0.2) -> None:
         """Sync until `stop`, waiting `interval_s` between rounds, then `finish`; a round that
