@@ -430,3 +430,29 @@ def test_a_folder_that_cannot_go_does_not_hold_up_the_progress(
         synced(relay_for(served, host, clone))
     assert (host / CLONE / "progress.jsonl").read_bytes() == b'{"final": true}\n'
     assert not (host / CLONE / "session").exists()
+
+
+def test_a_later_phase_goes_on_from_the_notes_serve_wrote_between_phases(
+    host: Path, served: str, tmp_path: Path
+) -> None:
+    """serve prepared the next phase (it pushed the image again, after a restart) and noted
+    so in the progress: the next launch takes the notes over; a copy whose start differs from
+    the clone's is still refused."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    mine = b'{"step": "engine"}\n'
+    (clone / "progress.jsonl").write_bytes(mine)
+    note = b'{"step": "prepare", "text": "pushing"}\n'
+    (host / CLONE / "progress.jsonl").write_bytes(mine + note)
+
+    async def go(relay: Relay) -> None:
+        try:
+            await relay.begin()
+        finally:
+            await relay.aclose()
+
+    asyncio.run(go(relay_for(served, host, clone)))
+    assert (clone / "progress.jsonl").read_bytes() == mine + note
+    (clone / "progress.jsonl").write_bytes(b'{"step": "review"}\n')
+    with pytest.raises(RelayError, match="differs"):
+        asyncio.run(go(relay_for(served, host, clone)))

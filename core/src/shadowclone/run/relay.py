@@ -123,26 +123,34 @@ class Relay:
             if sent.way is Way.DOWN:
                 await self._one(sent)
         progress = self.folder / sending.PROGRESS
-        if _size_of(progress) == 0:
-            await self._first_progress(progress)
+        await self._serves_lines(progress)
         await self._push_lines(progress, sending.PROGRESS)
 
-    async def _first_progress(self, progress: Path) -> None:
-        """serve's own lines before the clone's first launch (its preparation's), which the
-        clone's progress goes on from; none may be the clone's (a later phase's handoff)."""
+    async def _serves_lines(self, progress: Path) -> None:
+        """The notes serve wrote while it prepared this launch (before the first, or between
+        phases), which the clone's progress goes on from; checked with the rest of the copy
+        by `_push_lines`. A first launch's folder takes none from a clone that has handed on
+        to a later phase: that clone's run folder is on another machine."""
         url = sending.path_of(self.clone_id, sending.PROGRESS)
-        answer = await self._client.get(url, params={"offset": 0})
-        _check(answer)
-        if not answer.content:
-            return
-        handoff = await self._client.get(sending.path_of(self.clone_id, contract.HANDOFF_FILE))
-        if handoff.status_code != 404:
-            _check(handoff)
-            raise RelayError(
-                "serve holds a handoff of this clone to a later phase, and this machine none "
-                "of its progress: the clone's run folder is not this machine's"
-            )
-        _append(progress, sending.whole_lines(answer.content))
+        while True:
+            mine = _size_of(progress)
+            answer = await self._client.get(url, params={"offset": mine})
+            if answer.status_code == 409:  # serve holds less: the clone's sends fill it
+                return
+            _check(answer)
+            tail = sending.whole_lines(answer.content)
+            if not tail:
+                return
+            if mine == 0:
+                handoff = sending.path_of(self.clone_id, contract.HANDOFF_FILE)
+                held = await self._client.get(handoff)
+                if held.status_code != 404:
+                    _check(held)
+                    raise RelayError(
+                        "serve holds a handoff of this clone to a later phase, and this machine "
+                        "none of its progress: the clone's run folder is not this machine's"
+                    )
+            _append(progress, tail)
 
     async def aclose(self) -> None:
         await self._client.aclose()
