@@ -20,6 +20,7 @@ import httpx2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shadowclone.errors import MalformedFile
 from shadowclone.node import sending
 from shadowclone.node.checks import ENVIRONMENT_FOLDER
 from shadowclone.node.runfolder import RunFolder
@@ -56,6 +57,14 @@ def served(host: Path) -> Iterator[str]:
 def relay_for(url: str, host: Path, clone: Path, clone_id: str = CLONE) -> Relay:
     key = sending.load_key(host)
     return Relay(RelayLink(url, clone_id, sending.credential(key, clone_id)), clone)
+
+
+async def begun(relay: Relay) -> None:
+    """A launch's first pull (`Relay.begin`), then the relay closed."""
+    try:
+        await relay.begin()
+    finally:
+        await relay.aclose()
 
 
 def synced(relay: Relay, rounds: int = 1) -> None:
@@ -354,13 +363,7 @@ def test_a_first_launch_goes_on_from_serves_own_lines(
     serves = b'{"step": "prepare", "text": "pushing"}\n'
     (host / CLONE / "progress.jsonl").write_bytes(serves)
 
-    async def go(relay: Relay) -> None:
-        try:
-            await relay.begin()
-        finally:
-            await relay.aclose()
-
-    asyncio.run(go(relay_for(served, host, clone)))
+    asyncio.run(begun(relay_for(served, host, clone)))
     assert (clone / "progress.jsonl").read_bytes() == serves
     with (clone / "progress.jsonl").open("ab") as out:
         out.write(b'{"step": "target"}\n')
@@ -370,7 +373,7 @@ def test_a_first_launch_goes_on_from_serves_own_lines(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     with pytest.raises(RelayError, match="not this machine's"):
-        asyncio.run(go(relay_for(served, host, elsewhere)))
+        asyncio.run(begun(relay_for(served, host, elsewhere)))
     assert not (elsewhere / "progress.jsonl").exists()
 
 
@@ -445,14 +448,25 @@ def test_a_later_phase_goes_on_from_the_notes_serve_wrote_between_phases(
     note = b'{"step": "prepare", "text": "pushing"}\n'
     (host / CLONE / "progress.jsonl").write_bytes(mine + note)
 
-    async def go(relay: Relay) -> None:
-        try:
-            await relay.begin()
-        finally:
-            await relay.aclose()
-
-    asyncio.run(go(relay_for(served, host, clone)))
+    asyncio.run(begun(relay_for(served, host, clone)))
     assert (clone / "progress.jsonl").read_bytes() == mine + note
     (clone / "progress.jsonl").write_bytes(b'{"step": "review"}\n')
     with pytest.raises(RelayError, match="differs"):
-        asyncio.run(go(relay_for(served, host, clone)))
+        asyncio.run(begun(relay_for(served, host, clone)))
+
+
+def test_a_file_that_is_not_a_plain_file_fails_its_round_not_the_relay(
+    host: Path, served: str, tmp_path: Path
+) -> None:
+    """A link where a document should be is refused, never followed, and the other files
+    still go: the round fails in one error, and the relay goes on."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    secret = tmp_path / "elsewhere.json"
+    secret.write_text('{"not": "the clone\'s"}\n')
+    (clone / "handoff.json").symlink_to(secret)
+    (clone / "progress.jsonl").write_bytes(b'{"n": 1}\n')
+    with pytest.raises(MalformedFile, match="symbolic link"):
+        synced(relay_for(served, host, clone))
+    assert (host / CLONE / "progress.jsonl").read_bytes() == b'{"n": 1}\n'
+    assert not (host / CLONE / "handoff.json").exists()

@@ -125,18 +125,27 @@ class RelayFiles:
         return sending.whole_lines(data), size
 
 
+def _refused() -> Response:
+    """The one answer to an unknown clone and to a wrong credential alike."""
+    return Response("no such clone, or not its credential\n", status_code=401)
+
+
 def _tag(data: bytes) -> str:
     return '"' + hashlib.sha256(data).hexdigest() + '"'
 
 
 def build_app(relay: RelayFiles) -> Starlette:
+    def folder_of(request: Request) -> RunFolder | None:
+        scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+        bearer = presented if scheme.lower() == "bearer" else ""
+        return relay.folder(request.path_params["clone_id"], bearer)
+
     async def one_file(request: Request) -> Response:
         clone_id = request.path_params["clone_id"]
         sent = sending.BY_NAME.get(request.path_params["name"])
-        scheme, _, presented = request.headers.get("authorization", "").partition(" ")
-        folder = relay.folder(clone_id, presented if scheme.lower() == "bearer" else "")
+        folder = folder_of(request)
         if folder is None:
-            return Response("no such clone, or not its credential\n", status_code=401)
+            return _refused()
         if sent is None:
             return Response("no such file is sent\n", status_code=404)
         try:
@@ -151,11 +160,9 @@ def build_app(relay: RelayFiles) -> Starlette:
             return Response(f"{error}\n", status_code=400)
 
     async def close(request: Request) -> Response:
-        clone_id = request.path_params["clone_id"]
-        scheme, _, presented = request.headers.get("authorization", "").partition(" ")
-        folder = relay.folder(clone_id, presented if scheme.lower() == "bearer" else "")
+        folder = folder_of(request)
         if folder is None:
-            return Response("no such clone, or not its credential\n", status_code=401)
+            return _refused()
         try:
             asked = json.loads(await _body(request))
             taken, force = asked["taken"], asked["force"]

@@ -12,9 +12,9 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Coroutine, MutableMapping
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.runfolder import RunFolder
@@ -25,7 +25,9 @@ from shadowclone.run.headstart import HeadStart
 from shadowclone.run.identity import SHARED_UMASK, engine_identity
 from shadowclone.run.program import CLONE_MARKER, run_clone
 from shadowclone.run.progress import ProgressWriter
-from shadowclone.run.relay import RelayLink, relayed
+
+if TYPE_CHECKING:
+    from shadowclone.run.relay import RelayLink
 
 log = logging.getLogger("shadowclone.run.program")
 """The run program's own log, under one name."""
@@ -73,14 +75,18 @@ def _main(head_start: HeadStart | None) -> int:
     workspace = os.environ.get(WORKSPACE_VARIABLE)
     egress_proxy = os.environ.get(EGRESS_VARIABLE) or None
     login_state = os.environ.get(LOGIN_STATE_VARIABLE)
-    link = RelayLink.from_environ(os.environ) if os.environ.get(RELAY_VARIABLE) else None
+    link = None
+    if os.environ.get(RELAY_VARIABLE):  # the run folder travels (not on the usual start's way)
+        from shadowclone.run.relay import RelayLink
+
+        link = RelayLink.from_environ(os.environ)
     try:
         identity = engine_identity()
     except ShadowcloneError as error:
         ProgressWriter(folder, redact_tokens).final(Outcome.FAILED, None, str(error))
         print(f"shadowclone-run: {error}", file=sys.stderr)
         if link is not None:
-            asyncio.run(relayed(link, folder.path, _nothing()))
+            asyncio.run(_relayed(link, folder.path, _nothing()))
         return 2
     scrub_environment(os.environ)
     if identity.isolated:
@@ -90,7 +96,7 @@ def _main(head_start: HeadStart | None) -> int:
     log.info("%s", identity.describe())
     try:
         return asyncio.run(
-            relayed(
+            _relayed(
                 link,
                 folder.path,
                 run_clone(
@@ -113,6 +119,14 @@ def _main(head_start: HeadStart | None) -> int:
 
 async def _nothing() -> int:
     return 2
+
+
+async def _relayed(link: RelayLink | None, folder: Path, work: Coroutine[Any, Any, int]) -> int:
+    if link is None:
+        return await work
+    from shadowclone.run.relay import relayed
+
+    return await relayed(link, folder, work)
 
 
 def main_exit(head_start: HeadStart | None = None) -> NoReturn:

@@ -18,6 +18,7 @@ import contextlib
 import signal
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shadowclone.errors import ShadowcloneError
 from shadowclone.node.runfolder import RunFolder
@@ -44,7 +45,6 @@ from shadowclone.run.inbox import set_on_stop
 from shadowclone.run.lifecycle import LifecycleCommands
 from shadowclone.run.plan import Mode
 from shadowclone.run.progress import AskRelay, ProgressWriter
-from shadowclone.run.relay import RelayLink
 from shadowclone.run.review.findings import FindingsTool
 from shadowclone.run.reviewing import Reviewing
 from shadowclone.run.saving import Finished, Saving
@@ -54,6 +54,9 @@ from shadowclone.run.targeting import Stopped, Targeting
 from shadowclone.run.tasks import Tasks
 from shadowclone.run.working import Parked, Working
 from shadowclone.run.workspace import trust_work_tree
+
+if TYPE_CHECKING:
+    from shadowclone.run.relay import RelayLink
 
 CLONE_MARKER = contract.CLONE_ID_VARIABLE
 """Names the processes of this clone (`EngineIdentity.reap`)."""

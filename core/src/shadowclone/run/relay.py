@@ -96,6 +96,11 @@ class RelayError(ShadowcloneError):
     """serve answered what the relay cannot go on from (its copy differs from the clone's)."""
 
 
+FAILURES = (httpx2.HTTPError, ShadowcloneError, OSError)
+"""What a round may meet and try again: the network, serve's answers, a file of the folder
+that is not a plain file (`MalformedFile`) or cannot be read."""
+
+
 @attrs.define
 class _State:
     confirmed: dict[str, int] = attrs.Factory(dict)
@@ -163,7 +168,7 @@ class Relay:
         for sent in sending.SENT:
             try:
                 await self._one(sent)
-            except (httpx2.HTTPError, RelayError, OSError) as error:
+            except FAILURES as error:
                 failed = failed or error
         if failed is not None:
             raise failed
@@ -176,7 +181,7 @@ class Relay:
             try:
                 await self.sync()
                 failures = 0
-            except (httpx2.HTTPError, RelayError, OSError) as error:
+            except FAILURES as error:
                 failures += 1
                 log.warning("the relay to serve: %s (round %d failed)", error, failures)
             wait_s = min(interval_s * 2 ** min(failures, 5), 5.0)
@@ -192,7 +197,7 @@ class Relay:
             try:
                 await self.sync()
                 return
-            except (httpx2.HTTPError, RelayError, OSError) as error:
+            except FAILURES as error:
                 if time.monotonic() > deadline:
                     raise RelayError(
                         f"the last of the run folder did not reach serve: {error}"
