@@ -362,7 +362,7 @@ async def test_a_message_during_the_reviews_starts_a_new_turn_and_the_reviews_ru
             )
         await asyncio.sleep(0.05)
 
-    def close_inbox(taken: frozenset[str], force: bool) -> bool:
+    async def close_inbox(taken: frozenset[str], force: bool) -> bool:
         asked.append((taken, force))
         return force or set(accepted) <= taken
 

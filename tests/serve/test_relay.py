@@ -132,6 +132,55 @@ def test_changes_and_removals_follow_and_nothing_is_sent_twice(
     assert (clone / "inbox.jsonl").read_bytes() == b'{"id": "m2"}\n'
 
 
+def test_a_round_asks_only_for_what_changed(host: Path, served: str, tmp_path: Path) -> None:
+    """While nothing changes a round is one request, however many files there are; a change
+    costs one more, for that file only, and arrives."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    folder = host / CLONE
+    (folder / "inbox.jsonl").write_bytes(b'{"id": "m1"}\n')
+    (folder / "deliveries.jsonl").write_bytes(b'{"id": "m1"}\n')
+    (folder / "stop.json").write_bytes(b"{}\n")
+    (folder / "session-given").mkdir()
+    (folder / "session-given" / "a.txt").write_text("a\n")
+    (clone / "progress.jsonl").write_bytes(b'{"n": 1}\n')
+    (clone / "handoff.json").write_bytes(b"{}\n")
+    asked: list[str] = []
+
+    async def count(request: httpx2.Request) -> None:
+        asked.append(f"{request.method} {request.url.path}")
+
+    async def go() -> None:
+        relay = relay_for(served, host, clone)
+        relay._client.event_hooks["request"].append(count)  # what the relay asks serve
+        try:
+            await relay.sync()
+            await relay.sync()  # the first round's sends confirmed
+            asked.clear()
+            for _ in range(5):
+                await relay.sync()
+            assert asked == [f"GET {sending.held_path(CLONE)}"] * 5
+            asked.clear()
+            (folder / "resume.json").write_bytes(b'{"at": 1}\n')
+            with (folder / "inbox.jsonl").open("ab") as inbox:
+                inbox.write(b'{"id": "m2"}\n')
+            await relay.sync()
+            assert sorted(asked) == sorted(
+                [
+                    f"GET {sending.held_path(CLONE)}",
+                    f"GET {sending.path_of(CLONE, 'inbox.jsonl')}",
+                    f"GET {sending.path_of(CLONE, 'resume.json')}",
+                ]
+            )
+        finally:
+            await relay.aclose()
+
+    asyncio.run(go())
+    assert (clone / "resume.json").read_bytes() == b'{"at": 1}\n'
+    assert (clone / "inbox.jsonl").read_bytes() == b'{"id": "m1"}\n{"id": "m2"}\n'
+    assert (clone / "session-given" / "a.txt").read_text() == "a\n"
+
+
 def test_only_the_clones_own_credential_opens_its_folder(host: Path, served: str) -> None:
     key = sending.load_key(host)
     good = {"authorization": f"Bearer {sending.credential(key, CLONE)}"}
@@ -470,3 +519,44 @@ def test_a_file_that_is_not_a_plain_file_fails_its_round_not_the_relay(
         synced(relay_for(served, host, clone))
     assert (host / CLONE / "progress.jsonl").read_bytes() == b'{"n": 1}\n'
     assert not (host / CLONE / "handoff.json").exists()
+
+
+def test_serve_decides_the_inbox_close_and_a_silent_serve_holds_up_nothing_else(
+    host: Path, served: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """serve closes the inbox only once the engine took every message it accepted; a close
+    that must happen while serve is silent waits for it without stopping the run program's
+    other work, then closes on the clone's side alone."""
+    folder = RunFolder(host / CLONE)
+    folder.inbox_file.write_bytes(b'{"id": "m1", "kind": "message", "text": "hi"}\n')
+    key = sending.load_key(host)
+    link = RelayLink(served, CLONE, sending.credential(key, CLONE))
+    assert not asyncio.run(link.close_inbox(frozenset(), force=False))
+    assert not folder.inbox_closed_file.exists()
+    assert asyncio.run(link.close_inbox(frozenset({"m1"}), force=False))
+    assert folder.inbox_closed_file.exists()
+
+    monkeypatch.setattr("shadowclone.run.relay.FORCED_CLOSE_S", 2.0)
+    silent = RelayLink(f"http://127.0.0.1:{free_port()}", CLONE, link.credential)
+
+    async def go() -> tuple[bool, int, bool]:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.05)
+                ticks += 1
+
+        ticking = asyncio.create_task(tick())
+        try:
+            waiting = await silent.close_inbox(frozenset(), force=False)
+            forced = await silent.close_inbox(frozenset(), force=True)
+        finally:
+            ticking.cancel()
+        return waiting, ticks, forced
+
+    waiting, ticks, forced = asyncio.run(go())
+    assert not waiting, "an unforced close waits for serve"
+    assert forced, "a forced close happens in the end"
+    assert ticks >= 20, f"the loop ran only {ticks} times in a 2 s close"

@@ -75,7 +75,9 @@ BY_NAME = {sent.name: sent for sent in SENT}
 PROGRESS = "progress.jsonl"
 
 PREFIX = "/v1/clones"
-"""Each file at `PREFIX/<clone id>/<name>`; a lines file takes `?offset=N`."""
+"""Each file at `PREFIX/<clone id>/<name>`; a lines file takes `?offset=N`. `PREFIX/<clone id>`
+itself answers what the owner's side holds of each file that goes down (`held`), so that a
+relay asks for a file only when it changed: one request a round while nothing does."""
 CLOSE = "close"
 """`POST PREFIX/<clone id>/close` with `{"taken": [ids], "force": bool}`: close the inbox, which
 serve decides under its inbox lock (200), or the ids of messages still to be taken (409)."""
@@ -98,6 +100,10 @@ KEY_FILE = "relay.key"
 
 def path_of(clone_id: str, name: str) -> str:
     return f"{PREFIX}/{clone_id}/{name}"
+
+
+def held_path(clone_id: str) -> str:
+    return f"{PREFIX}/{clone_id}"
 
 
 def credential(key: bytes, clone_id: str) -> str:
@@ -142,6 +148,23 @@ def digest_of(path: Path, size: int) -> str:
             digest.update(chunk)
             size -= len(chunk)
     return digest.hexdigest()
+
+
+Held = dict[str, int | str | None]
+"""Of each file that goes down: a lines file's size; a document's or a folder's tag, or None
+when it is not there."""
+
+
+def tag_of(data: bytes) -> str:
+    """A document's tag (an HTTP entity tag): what its answers carry and `held` names."""
+    return '"' + hashlib.sha256(data).hexdigest() + '"'
+
+
+def tree_tag(folder: Path) -> str | None:
+    """A folder's tag, from its files' names, sizes and times (packing it to hash it would
+    cost a tar a round); None when there is no folder (or a link in its place)."""
+    mark = None if folder.is_symlink() else signature(folder)
+    return None if mark is None else f'"{mark}"'
 
 
 def signature(folder: Path) -> str | None:

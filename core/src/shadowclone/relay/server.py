@@ -11,7 +11,6 @@ this copy's size, so a relay that lost its place (a restart of either side) find
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -107,6 +106,27 @@ class RelayFiles:
             return []
 
     @staticmethod
+    def held(folder: RunFolder) -> sending.Held:
+        """What this side holds of each file that goes down (`sending.Held`)."""
+        held: sending.Held = {}
+        for sent in sending.SENT:
+            if sent.way is not Way.DOWN:
+                continue
+            path = folder.path / sent.name
+            if sent.form is Form.LINES:
+                with contextlib.suppress(FileNotFoundError):
+                    held[sent.name] = os.lstat(path).st_size
+                held.setdefault(sent.name, 0)
+            elif sent.form is Form.DOCUMENT:
+                try:
+                    held[sent.name] = sending.tag_of(files.read_bounded(path))
+                except FileNotFoundError:
+                    held[sent.name] = None
+            else:
+                held[sent.name] = sending.tree_tag(path)
+        return held
+
+    @staticmethod
     def lines_from(path: Path, offset: int) -> tuple[bytes, int]:
         """Whole lines from `offset` (at most a request's worth), and this copy's size."""
         try:
@@ -128,10 +148,6 @@ class RelayFiles:
 def _refused() -> Response:
     """The one answer to an unknown clone and to a wrong credential alike."""
     return Response("no such clone, or not its credential\n", status_code=401)
-
-
-def _tag(data: bytes) -> str:
-    return '"' + hashlib.sha256(data).hexdigest() + '"'
 
 
 def build_app(relay: RelayFiles) -> Starlette:
@@ -159,6 +175,16 @@ def build_app(relay: RelayFiles) -> Starlette:
             log.warning("the relay of clone %s: %s", clone_id, error)
             return Response(f"{error}\n", status_code=400)
 
+    async def held(request: Request) -> Response:
+        folder = folder_of(request)
+        if folder is None:
+            return _refused()
+        try:
+            return JSONResponse(await run_in_threadpool(relay.held, folder))
+        except MalformedFile as error:
+            log.warning("the relay of clone %s: %s", request.path_params["clone_id"], error)
+            return Response(f"{error}\n", status_code=400)
+
     async def close(request: Request) -> Response:
         folder = folder_of(request)
         if folder is None:
@@ -177,6 +203,7 @@ def build_app(relay: RelayFiles) -> Starlette:
 
     return Starlette(
         routes=[
+            Route(sending.held_path("{clone_id}"), held, methods=["GET"]),
             Route(sending.PREFIX + "/{clone_id}/" + sending.CLOSE, close, methods=["POST"]),
             Route(
                 sending.PREFIX + "/{clone_id}/{name}",
@@ -212,7 +239,7 @@ async def _answer(relay: RelayFiles, request: Request, path: Path, sent: Sent) -
             data = await run_in_threadpool(files.read_bounded, path)
         except FileNotFoundError:
             return Response(status_code=404)
-        tag = _tag(data)
+        tag = sending.tag_of(data)
         if request.headers.get("if-none-match") == tag:
             return Response(status_code=304, headers={"etag": tag})
         return Response(data, headers={"etag": tag})
@@ -231,12 +258,12 @@ async def _tree(request: Request, path: Path, sent: Sent) -> Response:
         await run_in_threadpool(shutil.rmtree, path, True)
         return Response(status_code=204)
     if sent.way is Way.DOWN and method == "GET":
-        if not path.is_dir() or path.is_symlink():
+        tag = await run_in_threadpool(sending.tree_tag, path)
+        if tag is None:
             return Response(status_code=404)
-        data = await run_in_threadpool(sending.pack, path)
-        tag = _tag(data)
         if request.headers.get("if-none-match") == tag:
             return Response(status_code=304, headers={"etag": tag})
+        data = await run_in_threadpool(sending.pack, path)  # a change meanwhile: a new tag
         return Response(data, headers={"etag": tag})
     return Response(f"{sent.name} is not {method} here\n", status_code=405)
 

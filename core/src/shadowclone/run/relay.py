@@ -68,17 +68,18 @@ class RelayLink:
             raise RelayError(f"{contract.RELAY_VARIABLE} is set but {missing} is not")
         return cls(url, clone_id, credential, environ.get(contract.EGRESS_VARIABLE) or None)
 
-    def close_inbox(self, taken: frozenset[str], force: bool) -> bool:
+    async def close_inbox(self, taken: frozenset[str], force: bool) -> bool:
         """serve's decision on closing the inbox (`node/sending.py`'s `CLOSE`): False while a
         message it accepted is not among `taken`, or while serve does not answer (asked again
         later); `force` closes, after trying serve for `FORCED_CLOSE_S`."""
         url = sending.path_of(self.clone_id, sending.CLOSE)
         body = {"taken": sorted(taken), "force": force}
         deadline = time.monotonic() + FORCED_CLOSE_S
-        with httpx2.Client(timeout=CLOSE_TIMEOUT_S, **self.client_settings()) as client:
+        settings = self.client_settings()
+        async with httpx2.AsyncClient(timeout=CLOSE_TIMEOUT_S, **settings) as client:
             while True:
                 try:
-                    answer = client.post(url, json=body)
+                    answer = await client.post(url, json=body)
                     if answer.status_code in (200, 409):
                         return answer.status_code == 200
                     _check(answer)
@@ -89,7 +90,7 @@ class RelayLink:
                 if time.monotonic() > deadline:
                     log.error("serve did not answer the inbox's close; closed here alone")
                     return True
-                time.sleep(1.0)
+                await asyncio.sleep(1.0)
 
 
 class RelayError(ShadowcloneError):
@@ -124,9 +125,7 @@ class Relay:
         """Before the run program reads anything: what the owner's side wrote, and a check
         that this machine holds the run folder serve knows (a later launch placed elsewhere
         must not start the work again from nothing)."""
-        for sent in sending.SENT:
-            if sent.way is Way.DOWN:
-                await self._one(sent)
+        await self._pull_changed()
         progress = self.folder / sending.PROGRESS
         await self._serves_lines(progress)
         await self._push_lines(progress, sending.PROGRESS)
@@ -166,10 +165,15 @@ class Relay:
         failure is raised once all were tried."""
         failed: Exception | None = None
         for sent in sending.SENT:
-            try:
-                await self._one(sent)
-            except FAILURES as error:
-                failed = failed or error
+            if sent.way is Way.UP:
+                try:
+                    await self._push(sent)
+                except FAILURES as error:
+                    failed = failed or error
+        try:
+            await self._pull_changed()
+        except FAILURES as error:
+            failed = failed or error
         if failed is not None:
             raise failed
 
@@ -205,19 +209,46 @@ class Relay:
                 log.warning("the relay's last round: %s; trying again", error)
                 await asyncio.sleep(1.0)
 
-    async def _one(self, sent: Sent) -> None:
+    async def _push(self, sent: Sent) -> None:
         path = self.folder / sent.name
         url = sending.path_of(self.clone_id, sent.name)
         if sent.form is Form.TREE:
-            await (self._push_tree if sent.way is Way.UP else self._pull_tree)(path, url, sent.name)
-        elif sent.way is Way.UP and sent.form is Form.LINES:
-            await self._push_lines(path, sent.name)
-        elif sent.way is Way.UP:
-            await self._push_document(path, url, sent.name)
+            await self._push_tree(path, url, sent.name)
         elif sent.form is Form.LINES:
-            await self._pull_lines(path, url)
+            await self._push_lines(path, sent.name)
         else:
-            await self._pull_document(path, url, sent.name)
+            await self._push_document(path, url, sent.name)
+
+    async def _pull_changed(self) -> None:
+        """What changed on the owner's side since the last round, asked for in one request
+        (`sending.Held`); a file that fails does not hold up the others."""
+        answer = await self._client.get(sending.held_path(self.clone_id))
+        _check(answer)
+        try:
+            held = answer.json()
+        except ValueError:
+            held = None
+        if not isinstance(held, dict):
+            raise RelayError("serve's answer of what it holds is not a JSON object")
+        failed: Exception | None = None
+        for sent in sending.SENT:
+            if sent.way is Way.DOWN:
+                try:
+                    await self._pull(sent, held.get(sent.name))
+                except FAILURES as error:
+                    failed = failed or error
+        if failed is not None:
+            raise failed
+
+    async def _pull(self, sent: Sent, held: object) -> None:
+        path = self.folder / sent.name
+        url = sending.path_of(self.clone_id, sent.name)
+        if sent.form is Form.LINES:
+            if held != _size_of(path):
+                await self._pull_lines(path, url, held if isinstance(held, int) else None)
+        elif held != self._state.tags.get(sent.name):
+            pull = self._pull_tree if sent.form is Form.TREE else self._pull_document
+            await pull(path, url, sent.name)
 
     async def _push_lines(self, path: Path, name: str) -> None:
         """From serve's size on; at first an empty send asks serve for it."""
@@ -284,9 +315,12 @@ class Relay:
             raise RelayError(str(error)) from None
         self._state.tags[name] = answer.headers.get("etag", "")
 
-    async def _pull_lines(self, path: Path, url: str) -> None:
+    async def _pull_lines(self, path: Path, url: str, held: int | None) -> None:
+        """Up to serve's size `held` (or to its end, when not told)."""
         while True:
             offset = _size_of(path)
+            if offset == held:
+                return
             answer = await self._client.get(url, params={"offset": offset})
             _check(answer)
             data = sending.whole_lines(answer.content)

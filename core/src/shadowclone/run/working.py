@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -56,7 +56,7 @@ class Messages:
         self.taken: tuple[str, ...] = ()
         """Messages the sessions so far took, this launch's and earlier ones' (a usage limit
         ended them): taken all the same."""
-        self.remote_close: Callable[[frozenset[str], bool], bool] | None = None
+        self.remote_close: Callable[[frozenset[str], bool], Awaitable[bool]] | None = None
         """Where the run folder travels (run/relay.py): serve decides the close, under its
         inbox lock, on its copy of the inbox."""
         self.closed = False
@@ -66,7 +66,7 @@ class Messages:
         self.taken = tuple(dict.fromkeys([*self.taken, *taken]))
         return self.taken
 
-    def close(self, taken: frozenset[str], force: bool) -> bool:
+    async def close(self, taken: frozenset[str], force: bool) -> bool:
         """Take no more messages, unless one accepted has not reached the engine yet (then
         False, and the engine's session stays open for it); `force` closes regardless.
         Under the inbox lock, which `send` holds to check and append."""
@@ -74,7 +74,7 @@ class Messages:
             return True
         taken |= frozenset(self.taken)
         if self.remote_close is not None:
-            if not self.remote_close(taken, force or self.stop.is_set()):
+            if not await self.remote_close(taken, force or self.stop.is_set()):
                 return False
             self.progress.note(Step.SAVE, INBOX_CLOSED)
             self.closed = True
@@ -132,7 +132,7 @@ class Working:
         except ShadowcloneError as error:
             self.basics.progress.error(Step.ENGINE, str(error))
             result = EngineResult(Outcome.FAILED, str(error))
-        self.messages.close(frozenset(result.taken), force=True)
+        await self.messages.close(frozenset(result.taken), force=True)
         return result, self.reviewing.lines if result.outcome is Outcome.DONE else []
 
     def keep(self, parked: Parked) -> KeptSession:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 from shadowclone.node.schemas import InboxKind, InboxLine, Step
@@ -254,7 +254,7 @@ class Reviews:
     def __init__(
         self,
         on_idle: Callable[[], Coroutine[Any, Any, FollowUp | None]] | None,
-        close_inbox: Callable[[frozenset[str], bool], bool] | None,
+        close_inbox: Callable[[frozenset[str], bool], Awaitable[bool]] | None,
     ) -> None:
         self.on_idle = on_idle
         self.close_inbox = close_inbox
@@ -283,9 +283,9 @@ class Reviews:
         if self.idle is not None:
             self.stale = True
 
-    def may_close(self, taken: list[str], force: bool, now: float) -> bool:
+    async def may_close(self, taken: list[str], force: bool, now: float) -> bool:
         """Whether the session may close: no accepted message is still on its way."""
-        if self.close_inbox is not None and not self.close_inbox(frozenset(taken), force):
+        if self.close_inbox is not None and not await self.close_inbox(frozenset(taken), force):
             if self.waiting_since is None:
                 self.waiting_since = now
             log.info("a message from the owner is on its way; keeping the session open")

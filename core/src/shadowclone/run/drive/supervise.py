@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 import attrs
@@ -66,7 +66,7 @@ async def supervise_engine(
     stop_grace_s: float = STOP_GRACE_S,
     check_s: float | None = None,
     on_idle: Callable[[], Coroutine[Any, Any, FollowUp | None]] | None = None,
-    close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
+    close_inbox: Callable[[frozenset[str], bool], Awaitable[bool]] | None = None,
     gate: CapGate | None = None,
     held: Callable[[], bool] | None = None,
 ) -> EngineResult:
@@ -117,7 +117,7 @@ class _Supervisor:
         stall_timeout_s: float,
         stop_grace_s: float,
         on_idle: Callable[[], Coroutine[Any, Any, FollowUp | None]] | None = None,
-        close_inbox: Callable[[frozenset[str], bool], bool] | None = None,
+        close_inbox: Callable[[frozenset[str], bool], Awaitable[bool]] | None = None,
         gate: CapGate | None = None,
         held: Callable[[], bool] | None = None,
     ) -> None:
@@ -309,7 +309,7 @@ class _Supervisor:
 
     async def _close_if_all_taken(self, force: bool) -> EngineResult | None:
         """Close the session unless an accepted message is still on its way to the engine."""
-        if not self.reviews.may_close(self.inbox.taken, force, self.work.now()):
+        if not await self.reviews.may_close(self.inbox.taken, force, self.work.now()):
             return None
         return await self._close()
 
