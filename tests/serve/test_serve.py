@@ -80,6 +80,16 @@ def queue(
     return clone_id
 
 
+def launch_order(paths: Paths, ids: list[str]) -> list[str]:
+    """The clones in the order serve launched them (`started_at` of their records)."""
+    started = {}
+    for clone_id in ids:
+        record = record_of(paths, clone_id)
+        assert record is not None and record.started_at is not None, clone_id
+        started[clone_id] = record.started_at
+    return sorted(ids, key=started.__getitem__)
+
+
 def progress_texts(paths: Paths, clone_id: str, kind: ProgressKind) -> list[str]:
     lines, _, _ = RunFolder(paths.clones_dir / clone_id).progress()
     return [line.text for line in lines if line.kind is kind]
@@ -117,15 +127,19 @@ def test_queued_clones_start_in_request_order_within_parallel_clones(
     with serving(sc_node):
         wait_state(sc_home, ids[0], State.RUNNING)
         wait_state(sc_home, ids[1], State.RUNNING)
-        for clone_id in ids:
+        # The queued ones first: a running clone's stop frees its place, which a queued
+        # clone not yet told to stop would rightly take.
+        for clone_id in reversed(ids):
             sc_node.stop(clone_id)
         for clone_id in ids:
             wait_state(sc_home, clone_id, State.STOPPED)
     records = [record_of(sc_home, clone_id) for clone_id in ids]
     assert all(r is not None for r in records)
-    # Two ran; the stop reached the rest while they were queued, and they never started.
-    assert sc_ready.starts() == ids[:2]
+    # Two ran, launched in request order (their processes may start in either order); the
+    # stop reached the rest while they were queued, and they never started.
+    assert sorted(sc_ready.starts()) == sorted(ids[:2])
     assert [r.started_at is not None for r in records if r] == [True, True, False, False, False]
+    assert launch_order(sc_home, ids[:2]) == ids[:2]
 
 
 def test_parallel_clones_bounds_the_running_clones_and_order_is_kept(
@@ -138,7 +152,8 @@ def test_parallel_clones_bounds_the_running_clones_and_order_is_kept(
     with serving(sc_node):
         for clone_id in ids:
             wait_state(sc_home, clone_id, State.DONE)
-    assert sc_ready.starts() == ids
+    assert sorted(sc_ready.starts()) == sorted(ids)
+    assert launch_order(sc_home, ids) == ids
     spans = []
     for clone_id in ids:
         record = record_of(sc_home, clone_id)
