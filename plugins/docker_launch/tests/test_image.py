@@ -53,6 +53,13 @@ def test_the_image_has_the_pinned_engines_git_and_this_shadowclone(
         "import shadowclone_claude, shadowclone_codex; print('ok')",
     )
     assert plugins == "ok"
+    # One copy of each engine's native program: npm installs Claude Code's for glibc and for
+    # musl alike, and the image keeps only the one its `claude` runs (hundreds of megabytes
+    # that every swarm node would otherwise pull).
+    natives = "find / -xdev -type f -size +100M -printf '%i %p\\n' | sort -n"
+    found_natives = run(client, image, "sh", "-c", natives).splitlines()
+    claude = {line.split()[0] for line in found_natives if "claude" in line}
+    assert len(claude) == 1, found_natives
 
 
 def test_the_clone_image_has_no_test_fakes_and_the_demo_image_adds_only_them(
