@@ -125,13 +125,18 @@ def sc_devcontainer_cli() -> Path:
     return program
 
 
+REGISTRY_PORT = 5117
+"""The port `sc_registry` takes when it is free: the same from one session to the next, so
+that what a test builds from the registry's contents is found in Docker's build cache."""
+
+
 @pytest.fixture
 def sc_registry(tmp_path: Path) -> Iterator[LocalRegistry]:
     """A registry of this test's own on 127.0.0.1 (`localhost:PORT`); skipped with what to
     run when there is no registry program, except under CI=true, where it fails."""
     if find_registry() is None:
         skip_or_fail(f"no docker-registry: run scripts/install-registry or set {REGISTRY_BIN}")
-    with LocalRegistry(tmp_path / "registry") as registry:
+    with LocalRegistry(tmp_path / "registry", port=REGISTRY_PORT) as registry:
         yield registry
 
 

@@ -43,13 +43,15 @@ class LocalRegistry:
     """A registry of its own in `folder`, on a free port of 127.0.0.1, for as long as the
     `with` lasts."""
 
-    def __init__(self, folder: Path, program: Path | None = None) -> None:
+    def __init__(self, folder: Path, program: Path | None = None, port: int = 0) -> None:
+        """`port`: the one to take when it is free (as the images and features built from
+        what the registry serves name it, Docker's build cache finds them again)."""
         found = program or find_program()
         if found is None:
             raise FileNotFoundError("no docker-registry: run scripts/install-registry")
         self.program = found
         self.folder = folder
-        self.port = free_port()
+        self.port = free_port(port)
         self._process: subprocess.Popen[bytes] | None = None
 
     @property

@@ -22,9 +22,13 @@ PLANTED = "sk-ant-api03-" + "Q" * 40
 """A key shaped like Anthropic's, planted in a clone's output: no page may show it."""
 
 
-def free_port() -> int:
+def free_port(preferred: int = 0) -> int:
+    """A free port of 127.0.0.1: `preferred` when it is free, else any."""
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        try:
+            probe.bind(("127.0.0.1", preferred))
+        except OSError:
+            probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
 
