@@ -20,15 +20,18 @@ from shadowclone_testing.fakes.models import ApiError, ModelRequest, Reply, Shel
 from shadowclone_testing.serving import ServeProcess, serving
 
 
-@pytest.mark.parametrize("engine", ["claude", "codex"])
 def test_a_usage_limit_schedules_the_clone_across_a_serve_restart_and_its_session_resumes(
-    world: World, engine: str
+    world: World,
 ) -> None:
     """The login's limit is reached mid-task: the clone is scheduled (its engine ended, the
     login's next clone held in the queue), serve is killed and started again meanwhile, and
     at the reset a new engine process resumes the session: the model sees the earlier
-    conversation and the resume prompt, and the clone finishes with its pull request."""
-    world.use(engine)
+    conversation and the resume prompt, and the clone finishes with its pull request.
+
+    One engine: serve's part is the same for both, each engine's resume in its container
+    is tested by the run program's tests (tests/run/test_program_pauses.py), and its resume
+    in a new container by the next test, with both; a minute of waiting for the reset each."""
+    world.use("claude")
     number, other = world.issue("Limited work"), world.issue("Waits for the limit")
     script(
         world.model,
