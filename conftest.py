@@ -17,7 +17,9 @@ settings.register_profile(
 )
 settings.load_profile("shadowclone")
 
-pytest_plugins = ["shadowclone_testing.pytest_plugin"]
+# The swarm's fixture once for the whole session: the kit's swarm tests and the swarm launcher's
+# share one swarm (named in two conftests, each would make its own).
+pytest_plugins = ["shadowclone_testing.pytest_plugin", "shadowclone_testing.swarm"]
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 from shadowclone_testing.containers import IMAGE, clone_image, docker_client
-from shadowclone_testing.swarm import Swarm, sc_swarm  # noqa: F401 - the fixture
+from shadowclone_testing.swarm import Swarm
 
 from shadowclone_swarm_launch.images import Images
 
 
 @pytest.fixture(scope="session")
-def sc_swarm_image(sc_swarm: Swarm) -> Iterator[str]:  # noqa: F811 - the fixture above
+def sc_swarm_image(sc_swarm: Swarm) -> Iterator[str]:
     """The clone image by digest in the swarm's registry, on the workers; the manager
     drained, so that clones run on the workers."""
     client = docker_client()

@@ -13,7 +13,7 @@ from typing import Any
 import docker.errors
 import pytest
 from docker.types import RestartPolicy, ServiceMode
-from shadowclone_testing.swarm import Swarm, sc_swarm  # noqa: F401 - the fixture
+from shadowclone_testing.swarm import Swarm
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -30,7 +30,7 @@ def eventually(check: Callable[[], Any], what: str) -> Any:
     return value
 
 
-def test_the_swarm_has_a_manager_and_two_workers(sc_swarm: Swarm) -> None:  # noqa: F811 - the fixture
+def test_the_swarm_has_a_manager_and_two_workers(sc_swarm: Swarm) -> None:
     listed = {node.id: node.attrs for node in sc_swarm.manager.nodes.list()}
     assert {node.node_id for node in sc_swarm.nodes} == set(listed)
     roles = {listed[node.node_id]["Description"]["Hostname"]: node.role for node in sc_swarm.nodes}
@@ -43,7 +43,7 @@ def test_the_swarm_has_a_manager_and_two_workers(sc_swarm: Swarm) -> None:  # no
     assert all(sc_swarm.state(node.hostname) == "ready" for node in sc_swarm.nodes)
 
 
-def test_a_service_on_a_worker_runs_an_image_from_the_registry(sc_swarm: Swarm) -> None:  # noqa: F811 - the fixture
+def test_a_service_on_a_worker_runs_an_image_from_the_registry(sc_swarm: Swarm) -> None:
     reference = sc_swarm.publish(sc_swarm.probe_image, "tests/probe", "service")
     services: Any = sc_swarm.manager.services  # the SDK's stubs leave `create` untyped
     service = services.create(
@@ -75,7 +75,7 @@ def finished(tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def test_the_same_reference_pulls_by_digest_on_every_node(sc_swarm: Swarm) -> None:  # noqa: F811 - the fixture
+def test_the_same_reference_pulls_by_digest_on_every_node(sc_swarm: Swarm) -> None:
     nonce = uuid.uuid4().hex
     recipe = f"FROM {sc_swarm.probe_image}\nLABEL nonce={nonce}\n".encode()
     image, _ = sc_swarm.host.images.build(fileobj=io.BytesIO(recipe), tag=f"sc-swarm-test:{nonce}")
@@ -94,13 +94,13 @@ def test_the_same_reference_pulls_by_digest_on_every_node(sc_swarm: Swarm) -> No
         assert said.decode().strip() == node.hostname
 
 
-def test_a_reference_the_registry_lacks_does_not_pull(sc_swarm: Swarm) -> None:  # noqa: F811 - the fixture
+def test_a_reference_the_registry_lacks_does_not_pull(sc_swarm: Swarm) -> None:
     missing = f"{sc_swarm.registry}/tests/nothing@sha256:{'0' * 64}"
     with pytest.raises(docker.errors.NotFound):
         sc_swarm.client(sc_swarm.workers[0].hostname).images.pull(missing)
 
 
-def test_a_killed_worker_goes_down_and_comes_back(sc_swarm: Swarm) -> None:  # noqa: F811 - the fixture
+def test_a_killed_worker_goes_down_and_comes_back(sc_swarm: Swarm) -> None:
     worker = sc_swarm.workers[-1]
     sc_swarm.kill_node(worker.hostname)
     try:

@@ -2,9 +2,9 @@
 two workers) on a bridge network of their own, and a registry that the host and every node name
 the same way (`localhost:PORT/...`).
 
-A conftest takes the fixture by importing it, `from shadowclone_testing.swarm import sc_swarm`
-(once per session: import it into one conftest, not into several test modules, or each makes a
-swarm of its own). Outside CI a machine without Docker, the registry program or the base image
+A project takes the fixture by naming this module in its root conftest's `pytest_plugins`
+(once per session: imported into several conftests or test modules, each makes a swarm of its
+own). Outside CI a machine without Docker, the registry program or the base image
 skips the tests that use it, saying why; under CI=true they fail.
 
 How the pieces reach one another:
