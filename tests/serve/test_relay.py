@@ -519,6 +519,14 @@ def test_a_file_that_is_not_a_plain_file_fails_its_round_not_the_relay(
         synced(relay_for(served, host, clone))
     assert (host / CLONE / "progress.jsonl").read_bytes() == b'{"n": 1}\n'
     assert not (host / CLONE / "handoff.json").exists()
+    # the same on serve's side: its link is refused alone, and the inbox still comes down
+    (host / CLONE / "stop.json").symlink_to(secret)
+    (host / CLONE / "inbox.jsonl").write_bytes(b'{"id": "m1"}\n')
+    (clone / "handoff.json").unlink()
+    with pytest.raises(RelayError, match="serve answered 400"):
+        synced(relay_for(served, host, clone))
+    assert (clone / "inbox.jsonl").read_bytes() == b'{"id": "m1"}\n'
+    assert not (clone / "stop.json").exists()
 
 
 def test_serve_decides_the_inbox_close_and_a_silent_serve_holds_up_nothing_else(

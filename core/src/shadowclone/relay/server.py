@@ -107,23 +107,24 @@ class RelayFiles:
 
     @staticmethod
     def held(folder: RunFolder) -> sending.Held:
-        """What this side holds of each file that goes down (`sending.Held`)."""
+        """What this side holds of each file that goes down (`sending.Held`); a file it cannot
+        read (not a plain file, too large) is left out, and the relay asks for it alone."""
         held: sending.Held = {}
         for sent in sending.SENT:
             if sent.way is not Way.DOWN:
                 continue
             path = folder.path / sent.name
-            if sent.form is Form.LINES:
-                with contextlib.suppress(FileNotFoundError):
+            try:
+                if sent.form is Form.LINES:
                     held[sent.name] = os.lstat(path).st_size
-                held.setdefault(sent.name, 0)
-            elif sent.form is Form.DOCUMENT:
-                try:
+                elif sent.form is Form.DOCUMENT:
                     held[sent.name] = sending.tag_of(files.read_bounded(path))
-                except FileNotFoundError:
-                    held[sent.name] = None
-            else:
-                held[sent.name] = sending.tree_tag(path)
+                else:
+                    held[sent.name] = sending.tree_tag(path)
+            except FileNotFoundError:
+                held[sent.name] = 0 if sent.form is Form.LINES else None
+            except (MalformedFile, OSError) as error:
+                log.warning("the relay of %s: %s", folder.path.name, error)
         return held
 
     @staticmethod
@@ -179,11 +180,7 @@ def build_app(relay: RelayFiles) -> Starlette:
         folder = folder_of(request)
         if folder is None:
             return _refused()
-        try:
-            return JSONResponse(await run_in_threadpool(relay.held, folder))
-        except MalformedFile as error:
-            log.warning("the relay of clone %s: %s", request.path_params["clone_id"], error)
-            return Response(f"{error}\n", status_code=400)
+        return JSONResponse(await run_in_threadpool(relay.held, folder))
 
     async def close(request: Request) -> Response:
         folder = folder_of(request)

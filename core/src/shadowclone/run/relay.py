@@ -234,19 +234,21 @@ class Relay:
         for sent in sending.SENT:
             if sent.way is Way.DOWN:
                 try:
-                    await self._pull(sent, held.get(sent.name))
+                    await self._pull(sent, held.get(sent.name, _UNKNOWN))
                 except FAILURES as error:
                     failed = failed or error
         if failed is not None:
             raise failed
 
     async def _pull(self, sent: Sent, held: object) -> None:
+        """The file from serve unless what serve `held` of it is what this copy has; one
+        serve did not name (`_UNKNOWN`: it could not read it) is asked for alone."""
         path = self.folder / sent.name
         url = sending.path_of(self.clone_id, sent.name)
         if sent.form is Form.LINES:
             if held != _size_of(path):
                 await self._pull_lines(path, url, held if isinstance(held, int) else None)
-        elif held != self._state.tags.get(sent.name):
+        elif held is _UNKNOWN or held != self._state.tags.get(sent.name):
             pull = self._pull_tree if sent.form is Form.TREE else self._pull_document
             await pull(path, url, sent.name)
 
@@ -341,6 +343,10 @@ class Relay:
         _check(answer)
         files.write_atomic(path, answer.content, plain_folder=True)
         self._state.tags[name] = answer.headers.get("etag", "")
+
+
+_UNKNOWN = object()
+"""A file serve's answer of what it holds does not name."""
 
 
 def _check(answer: httpx2.Response) -> None:
