@@ -64,7 +64,8 @@ def timed_git(*args: str, cwd: Path) -> float:
 def git_floors(repository: Path, runs: int, fetched: bool = True) -> tuple[float, float]:
     """The median local `git clone --shared` of a mirror of `repository`, and (when `fetched`,
     else 0) the median `git clone --filter=blob:none` of it from a fake GitHub on loopback."""
-    shared, partial = [], [0.0]
+    shared: list[float] = []
+    partial: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-repo-") as temp:
         root = Path(temp)
         subprocess.run(
@@ -83,7 +84,7 @@ def git_floors(repository: Path, runs: int, fetched: bool = True) -> tuple[float
                     partial.append(
                         timed_git("clone", "-q", "--filter=blob:none", url, f"p{run}", cwd=root)
                     )
-    return statistics.median(shared), statistics.median(partial[1:] or partial)
+    return statistics.median(shared), statistics.median(partial) if partial else 0.0
 
 
 def main() -> int:
